@@ -1,0 +1,214 @@
+//! What the planner decides: the new table schema, the changes, and a verdict per input.
+
+use std::collections::BTreeSet;
+use std::fmt::{self, Write as _};
+
+use serde::{Deserialize, Serialize};
+
+use crate::named::named_enum;
+use crate::schema::Schema;
+
+named_enum! {
+    /// The class of a schema change.
+    pub enum ChangeKind {
+        /// A column new to the table.
+        Addition = "addition",
+        /// A required column made optional.
+        Relaxation = "relaxation",
+        /// A column's type widened.
+        Promotion = "promotion",
+        /// A difference no option allows (another type, another kind, another scale).
+        Conflict = "conflict",
+    }
+}
+
+/// One change to one column, with the inputs that need it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SchemaChange {
+    /// The table column's dotted path.
+    pub path: String,
+    /// The class of change.
+    pub kind: ChangeKind,
+    /// The table's side: the old type, `required`, or nothing for an addition.
+    pub from: Option<String>,
+    /// The new side: the new type, `optional`, or the input's conflicting type.
+    pub to: Option<String>,
+    /// Whether the plan makes this change. Conflicts, and changes the options do not
+    /// allow, are reported with `applied: false`.
+    pub applied: bool,
+    /// The inputs (indexes into the planned window) that need or cause the change.
+    pub inputs: Vec<usize>,
+}
+
+named_enum! {
+    /// How an input relates to the planned table schema.
+    pub enum Verdict {
+        /// It fits the table as it is.
+        Fits = "fits",
+        /// It fits once the plan's changes are made.
+        FitsAfterEvolution = "fits_after_evolution",
+        /// It cannot fit under the options; see the reasons.
+        Incompatible = "incompatible",
+        /// Its statistics cannot prove what a rule needs, and unverifiable inputs are rejected.
+        Unverifiable = "unverifiable",
+    }
+}
+
+impl Verdict {
+    /// Whether inputs with this verdict can be written.
+    pub fn is_compatible(self) -> bool {
+        matches!(self, Verdict::Fits | Verdict::FitsAfterEvolution)
+    }
+}
+
+/// Why an input is incompatible or unverifiable, or what it needs, naming the column.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Reason {
+    /// The table column's dotted path.
+    pub path: String,
+    /// The explanation.
+    pub message: String,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// The planner's decision about one input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputVerdict {
+    /// How the input relates to the planned schema.
+    pub verdict: Verdict,
+    /// Why it is incompatible or unverifiable (empty when it fits).
+    pub reasons: Vec<Reason>,
+    /// The changes it needs (empty when it fits as is).
+    pub needs: Vec<Reason>,
+}
+
+/// The plan for one window of inputs against a table (or its creation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvolutionPlan {
+    /// The table's schema before the plan (`None` when the table is to be created).
+    pub current: Option<Schema>,
+    /// The table's schema after the plan; `None` only when no input can create the table.
+    pub schema: Option<Schema>,
+    /// Whether the plan creates the table.
+    pub creates_table: bool,
+    /// Every change, applied or not, sorted by path.
+    pub changes: Vec<SchemaChange>,
+    /// One verdict per input, in the order the inputs were given.
+    pub verdicts: Vec<InputVerdict>,
+}
+
+impl EvolutionPlan {
+    /// Whether the table's schema changes (or the table is created).
+    pub fn changes_schema(&self) -> bool {
+        self.creates_table || self.changes.iter().any(|c| c.applied)
+    }
+
+    /// The changes the plan makes.
+    pub fn applied_changes(&self) -> impl Iterator<Item = &SchemaChange> {
+        self.changes.iter().filter(|c| c.applied)
+    }
+
+    /// The indexes of the inputs that can be written.
+    pub fn compatible_inputs(&self) -> Vec<usize> {
+        self.indexes_where(|v| v.verdict.is_compatible())
+    }
+
+    /// The indexes of the inputs that cannot be written.
+    pub fn rejected_inputs(&self) -> Vec<usize> {
+        self.indexes_where(|v| !v.verdict.is_compatible())
+    }
+
+    /// Whether every input can be written.
+    pub fn all_compatible(&self) -> bool {
+        self.verdicts.iter().all(|v| v.verdict.is_compatible())
+    }
+
+    fn indexes_where(&self, keep: impl Fn(&InputVerdict) -> bool) -> Vec<usize> {
+        self.verdicts
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| keep(v))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// A report for people (what a dry run prints), naming inputs by `labels` when given
+    /// (one per input, e.g. file paths) and by index otherwise.
+    pub fn render(&self, labels: Option<&[String]>) -> String {
+        let label = |i: usize| match labels.and_then(|l| l.get(i)) {
+            Some(l) => l.clone(),
+            None => format!("input {i}"),
+        };
+        let list = |inputs: &[usize]| inputs.iter().map(|&i| label(i)).collect::<Vec<_>>().join(", ");
+        let mut out = String::new();
+        let applied: Vec<_> = self.applied_changes().collect();
+        let _ = match (self.creates_table, &self.schema) {
+            (true, Some(schema)) => writeln!(out, "Table: create with {} columns", schema.fields.len()),
+            (true, None) | (false, None) => writeln!(out, "Table: cannot be created: no input is compatible"),
+            (false, Some(_)) if applied.is_empty() => writeln!(out, "Table: unchanged"),
+            (false, Some(_)) => writeln!(out, "Table: evolve ({} changes)", applied.len()),
+        };
+        for change in &self.changes {
+            let (mark, word) = match (change.kind, change.applied) {
+                (ChangeKind::Addition, true) => ("+", "add"),
+                (ChangeKind::Relaxation, true) => ("~", "relax"),
+                (ChangeKind::Promotion, true) => ("^", "promote"),
+                (ChangeKind::Conflict, _) => ("!", "conflict"),
+                (_, false) => ("x", "refused"),
+            };
+            let what = match (&change.from, &change.to) {
+                (None, Some(to)) => to.clone(),
+                (Some(from), Some(to)) if change.kind == ChangeKind::Conflict => format!("table {from}, input {to}"),
+                (Some(from), Some(to)) => format!("{from} -> {to}"),
+                (Some(from), None) => from.clone(),
+                (None, None) => String::new(),
+            };
+            let refused = if !change.applied && change.kind != ChangeKind::Conflict {
+                format!(" {} not allowed", change.kind)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "  {mark} {word:<8} {}: {what}{refused}  [{}]",
+                change.path,
+                list(&change.inputs)
+            );
+        }
+        let _ = writeln!(out, "Inputs:");
+        for (i, v) in self.verdicts.iter().enumerate() {
+            let _ = writeln!(out, "  {}: {}", label(i), v.verdict);
+            for r in &v.reasons {
+                let _ = writeln!(out, "      {r}");
+            }
+        }
+        out
+    }
+
+    /// The distinct incompatibility reasons of rejected inputs, each with its input index.
+    pub fn rejection_reasons(&self) -> Vec<(usize, &Reason)> {
+        let mut out = Vec::new();
+        for (i, v) in self.verdicts.iter().enumerate() {
+            if !v.verdict.is_compatible() {
+                let mut seen = BTreeSet::new();
+                for r in &v.reasons {
+                    if seen.insert(r) {
+                        out.push((i, r));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for EvolutionPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render(None))
+    }
+}

@@ -1,0 +1,889 @@
+//! The evolution planner: pure, deterministic, the same for every sink.
+//!
+//! Given a table schema (or none) and a window of input schemas with their null statistics,
+//! it decides the table's new schema, a verdict per input and the classified changes.
+//!
+//! How it decides, in three passes:
+//! 1. Each input is compared with the table's existing columns. What it needs there
+//!    (relaxation, promotion) must be allowed by the options, or the input is incompatible;
+//!    conflicts always make it incompatible. Columns the table lacks are noted as additions.
+//! 2. The additions of the inputs that survived pass 1 are unioned per column: the kind and
+//!    type most inputs can be read as wins (for types that widen into each other, the
+//!    widest), optional at every level. An input whose type cannot be read as the winner is
+//!    incompatible; the union is recomputed without it until nothing changes.
+//! 3. The survivors' needs are applied to the table's schema and new ids are assigned.
+//!
+//! Inputs are processed in a canonical order (sorted by their serialized form), so the plan
+//! does not depend on the order they were given in; verdicts and change inputs still use
+//! the caller's indexes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::options::{SchemaEvolutionConfig, SchemaEvolutionOption};
+use super::plan::{ChangeKind, EvolutionPlan, InputVerdict, Reason, SchemaChange, Verdict};
+use crate::schema::{
+    DataType, Field, InputSchema, LIST_ELEMENT, MAP_KEY, MAP_VALUE, MappedField, NameMapping, NullCount,
+    PrimitiveType, Schema, join_path,
+};
+use crate::UnverifiableFileHandling;
+
+/// Plans schema evolution for windows of inputs against one table.
+#[derive(Clone, Debug)]
+pub struct EvolutionPlanner<'a> {
+    config: &'a SchemaEvolutionConfig,
+    table: Option<&'a Schema>,
+    name_mapping: Option<&'a NameMapping>,
+    last_column_id: i32,
+}
+
+impl<'a> EvolutionPlanner<'a> {
+    /// A planner for a table that does not exist yet (see [`EvolutionPlanner::table`]).
+    pub fn new(config: &'a SchemaEvolutionConfig) -> Self {
+        EvolutionPlanner {
+            config,
+            table: None,
+            name_mapping: None,
+            last_column_id: 0,
+        }
+    }
+
+    /// Plans against an existing table's current schema.
+    pub fn table(mut self, schema: &'a Schema) -> Self {
+        self.table = Some(schema);
+        self
+    }
+
+    /// Resolves inputs without matching field ids through this name mapping.
+    pub fn name_mapping(mut self, mapping: &'a NameMapping) -> Self {
+        self.name_mapping = Some(mapping);
+        self
+    }
+
+    /// The highest field id the table has ever assigned (Iceberg's `last-column-id`); new
+    /// columns get ids above it and above every id in the schema.
+    pub fn last_column_id(mut self, id: i32) -> Self {
+        self.last_column_id = id;
+        self
+    }
+
+    /// Plans the window.
+    pub fn plan(&self, inputs: &[InputSchema]) -> EvolutionPlan {
+        let mut order: Vec<usize> = (0..inputs.len()).collect();
+        let keys: Vec<String> = inputs
+            .iter()
+            .map(|i| serde_json::to_string(i).expect("schemas serialize"))
+            .collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]).then(a.cmp(&b)));
+
+        let addition_allowed = self.config.allows(SchemaEvolutionOption::AllowFieldAddition);
+        match self.table {
+            Some(table) => self.plan_against(table, false, inputs, &order),
+            None if addition_allowed => self.plan_against(&Schema::default(), true, inputs, &order),
+            None => {
+                // Without field addition a missing table is created from one input schema,
+                // the one most inputs share, and the rest are planned against it.
+                let base = most_common_schema(inputs, &order);
+                let mut table = base.without_ids();
+                table.assign_missing_ids(0);
+                for path in self.config.required_columns() {
+                    set_required(&mut table, path);
+                }
+                self.plan_against(&table, true, inputs, &order)
+            }
+        }
+    }
+
+    fn plan_against(&self, table: &Schema, creating: bool, inputs: &[InputSchema], order: &[usize]) -> EvolutionPlan {
+        let config = self.config;
+        let mapping: &[MappedField] = self.name_mapping.map(|m| m.fields.as_slice()).unwrap_or(&[]);
+
+        // Pass 1: each input against the table's existing columns.
+        let mut analyses: BTreeMap<usize, Analysis> = BTreeMap::new();
+        for &i in order {
+            let input = &inputs[i];
+            let use_ids = ids_agree(&table.fields, &input.schema.fields);
+            let mut cx = Compare {
+                config,
+                input,
+                out: Analysis::default(),
+                use_ids,
+            };
+            cx.level(&table.fields, mapping, &input.schema.fields, "", "", false);
+            // Pinned columns the table does not have yet must be in every input, null-free.
+            for path in config.required_columns() {
+                if table.field_at(path).is_none() {
+                    cx.new_pinned(path);
+                }
+            }
+            analyses.insert(i, cx.out);
+        }
+        if !config.allows(SchemaEvolutionOption::AllowFieldAddition) {
+            for a in analyses.values_mut() {
+                for add in &a.additions {
+                    a.incompatible.push(Reason {
+                        path: add.path.clone(),
+                        message: "the table has no such column and field addition is not allowed".into(),
+                    });
+                    a.refused.push((ChangeKind::Addition, add.path.clone(), None, Some(add.field.data_type.to_string())));
+                }
+            }
+        }
+        let survives = |a: &Analysis| {
+            a.incompatible.is_empty()
+                && (a.unverifiable.is_empty() || config.on_unverifiable() == UnverifiableFileHandling::Accept)
+        };
+
+        // Pass 2: union the survivors' additions until no survivor loses.
+        let mut alive: BTreeSet<usize> = order.iter().copied().filter(|i| survives(&analyses[i])).collect();
+        let mut union_losses: BTreeMap<usize, Vec<Loss>> = BTreeMap::new();
+        let unions = loop {
+            let unions = self.union_additions(order, &analyses, &alive, creating);
+            let mut lost = false;
+            for (_, u) in &unions {
+                for (i, loss) in &u.losers {
+                    lost |= alive.remove(i);
+                    union_losses.entry(*i).or_default().push(loss.clone());
+                }
+            }
+            if !lost {
+                break unions;
+            }
+        };
+        // An input that lost only to inputs that were themselves rejected gets another
+        // chance: it is admitted when the union with it makes no one lose.
+        let mut unions = unions;
+        loop {
+            let mut admitted = false;
+            for &i in order {
+                if !union_losses.contains_key(&i) {
+                    continue;
+                }
+                let mut trial = alive.clone();
+                trial.insert(i);
+                let with = self.union_additions(order, &analyses, &trial, creating);
+                if with.iter().all(|(_, u)| u.losers.is_empty()) {
+                    union_losses.remove(&i);
+                    alive = trial;
+                    unions = with;
+                    admitted = true;
+                }
+            }
+            if !admitted {
+                break;
+            }
+        }
+
+        // Pass 3: apply the survivors' needs.
+        let mut schema = table.clone();
+        let mut changes: BTreeMap<(String, ChangeKind, Option<String>, Option<String>, bool), BTreeSet<usize>> =
+            BTreeMap::new();
+        let mut relax: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+        let mut promote: BTreeMap<String, (PrimitiveType, PrimitiveType, BTreeSet<usize>)> = BTreeMap::new();
+        for &i in &alive {
+            let a = &analyses[&i];
+            for path in a.relaxations.keys() {
+                relax.entry(path.clone()).or_default().insert(i);
+            }
+            for (path, (from, to)) in &a.promotions {
+                let entry = promote.entry(path.clone()).or_insert((*from, *to, BTreeSet::new()));
+                if entry.1.widens_to(*to) {
+                    entry.1 = *to;
+                }
+                entry.2.insert(i);
+            }
+        }
+        for (path, inputs) in &relax {
+            set_optional(&mut schema, path);
+            if !creating {
+                changes.insert(
+                    (path.clone(), ChangeKind::Relaxation, Some("required".into()), Some("optional".into()), true),
+                    inputs.clone(),
+                );
+            }
+        }
+        for (path, (from, to, inputs)) in &promote {
+            set_type(&mut schema, path, *to);
+            if !creating {
+                changes.insert(
+                    (path.clone(), ChangeKind::Promotion, Some(from.to_string()), Some(to.to_string()), true),
+                    inputs.clone(),
+                );
+            }
+        }
+        let mut next_id = self.last_column_id.max(table.max_field_id());
+        let assign_ids = creating || table.max_field_id() > 0;
+        for (path, u) in &unions {
+            let mut field = u.field.clone();
+            if assign_ids {
+                let mut holder = Schema::new(vec![field]);
+                next_id = holder.assign_missing_ids(next_id);
+                field = holder.fields.pop().expect("one field");
+            }
+            insert_field(&mut schema, path, field);
+            let having: BTreeSet<usize> = alive
+                .iter()
+                .copied()
+                .filter(|i| analyses[i].additions.iter().any(|a| &a.path == path))
+                .collect();
+            if !creating {
+                changes.insert(
+                    (path.clone(), ChangeKind::Addition, None, Some(u.field.data_type.to_string()), true),
+                    having,
+                );
+            }
+        }
+        if creating {
+            for f in &schema.fields {
+                changes.insert(
+                    (f.name.clone(), ChangeKind::Addition, None, Some(f.data_type.to_string()), true),
+                    alive.clone(),
+                );
+            }
+        }
+
+        // Verdicts, and the changes that were refused or conflict.
+        let mut verdicts = vec![
+            InputVerdict {
+                verdict: Verdict::Fits,
+                reasons: Vec::new(),
+                needs: Vec::new(),
+            };
+            inputs.len()
+        ];
+        for &i in order {
+            let a = &analyses[&i];
+            let v = &mut verdicts[i];
+            if alive.contains(&i) {
+                // Unverifiable findings of an accepted input stay visible as reasons.
+                v.reasons = a.unverifiable.clone();
+                v.needs = a.needs();
+                if creating {
+                    v.needs.insert(0, Reason { path: String::new(), message: "creates the table".into() });
+                }
+                v.verdict = if v.needs.is_empty() { Verdict::Fits } else { Verdict::FitsAfterEvolution };
+                continue;
+            }
+            v.reasons = a.incompatible.clone();
+            for (kind, path, from, to) in &a.refused {
+                changes
+                    .entry((path.clone(), *kind, from.clone(), to.clone(), false))
+                    .or_default()
+                    .insert(i);
+            }
+            for loss in union_losses.get(&i).into_iter().flatten() {
+                v.reasons.push(Reason { path: loss.path.clone(), message: loss.message.clone() });
+                changes
+                    .entry((loss.path.clone(), ChangeKind::Conflict, Some(loss.chosen.clone()), Some(loss.theirs.clone()), false))
+                    .or_default()
+                    .insert(i);
+            }
+            if v.reasons.is_empty() {
+                v.reasons = a.unverifiable.clone();
+                v.verdict = Verdict::Unverifiable;
+            } else {
+                v.reasons.extend(a.unverifiable.iter().cloned());
+                v.verdict = Verdict::Incompatible;
+            }
+        }
+
+        let changes = changes
+            .into_iter()
+            .map(|((path, kind, from, to, applied), inputs)| SchemaChange {
+                path,
+                kind,
+                from,
+                to,
+                applied,
+                inputs: inputs.into_iter().collect(),
+            })
+            .collect();
+        let schema = if creating && alive.is_empty() { None } else { Some(schema) };
+        EvolutionPlan {
+            current: if creating { None } else { Some(table.clone()) },
+            schema,
+            creates_table: creating,
+            changes,
+            verdicts,
+        }
+    }
+
+    /// Unions the additions of the `alive` inputs per column path.
+    fn union_additions(
+        &self,
+        order: &[usize],
+        analyses: &BTreeMap<usize, Analysis>,
+        alive: &BTreeSet<usize>,
+        creating: bool,
+    ) -> Vec<(String, Union)> {
+        let mut by_path: Vec<(String, Vec<(usize, &Field)>)> = Vec::new();
+        for &i in order {
+            if !alive.contains(&i) {
+                continue;
+            }
+            for add in &analyses[&i].additions {
+                match by_path.iter_mut().find(|(p, _)| *p == add.path) {
+                    Some((_, candidates)) => candidates.push((i, &add.field)),
+                    None => by_path.push((add.path.clone(), vec![(i, &add.field)])),
+                }
+            }
+        }
+        by_path
+            .into_iter()
+            .map(|(path, candidates)| {
+                let name = candidates[0].1.name.clone();
+                let u = union_field(&path, &name, &candidates, self.config, creating);
+                (path, u)
+            })
+            .collect()
+    }
+}
+
+
+/// A column an input has and the table lacks.
+#[derive(Clone, Debug)]
+struct Addition {
+    /// Where the column goes in the table.
+    path: String,
+    /// Where it is in the input (differs when a parent was matched under another name).
+    input_path: String,
+    /// The input's field.
+    field: Field,
+}
+
+/// What one input needs from the table, found in pass 1.
+#[derive(Clone, Debug, Default)]
+struct Analysis {
+    additions: Vec<Addition>,
+    relaxations: BTreeMap<String, String>,
+    promotions: BTreeMap<String, (PrimitiveType, PrimitiveType)>,
+    incompatible: Vec<Reason>,
+    unverifiable: Vec<Reason>,
+    /// Changes it needs that the options refuse, and conflicts: (kind, path, from, to).
+    refused: Vec<(ChangeKind, String, Option<String>, Option<String>)>,
+}
+
+impl Analysis {
+    fn needs(&self) -> Vec<Reason> {
+        let mut needs = Vec::new();
+        for add in &self.additions {
+            needs.push(Reason {
+                path: add.path.clone(),
+                message: format!("adds column ({})", add.field.data_type),
+            });
+        }
+        for (path, why) in &self.relaxations {
+            needs.push(Reason {
+                path: path.clone(),
+                message: format!("makes the column optional: {why}"),
+            });
+        }
+        for (path, (from, to)) in &self.promotions {
+            needs.push(Reason {
+                path: path.clone(),
+                message: format!("widens {from} to {to}"),
+            });
+        }
+        needs
+    }
+}
+
+/// What an input proves about nulls in one column.
+enum Evidence {
+    NoNulls,
+    /// Nulls, counted when a footer says how many.
+    Nulls(Option<u64>),
+    Unknown,
+}
+
+fn evidence(input: &InputSchema, input_path: &str, field: &Field, under_container: bool) -> Evidence {
+    if under_container {
+        // Null counts of repeated leaves mix levels; the declaration is all we can trust.
+        return if field.required { Evidence::NoNulls } else { Evidence::Nulls(None) };
+    }
+    match input.null_count(input_path) {
+        NullCount::Known(0) => Evidence::NoNulls,
+        NullCount::Known(n) => Evidence::Nulls(Some(n)),
+        // A required declaration is structural proof: the format cannot store a null there.
+        NullCount::Unknown if field.required => Evidence::NoNulls,
+        NullCount::Unknown => Evidence::Unknown,
+    }
+}
+
+fn describe_nulls(count: Option<u64>) -> String {
+    match count {
+        Some(n) => format!("the input holds {n} null{} in it", if n == 1 { "" } else { "s" }),
+        None => "the input declares it optional under a list or map".to_string(),
+    }
+}
+
+/// Pass 1 for one input.
+struct Compare<'c> {
+    config: &'c SchemaEvolutionConfig,
+    input: &'c InputSchema,
+    out: Analysis,
+    use_ids: bool,
+}
+
+impl Compare<'_> {
+    fn level(
+        &mut self,
+        table_fields: &[Field],
+        mapping: &[MappedField],
+        input_fields: &[Field],
+        table_prefix: &str,
+        input_prefix: &str,
+        under: bool,
+    ) {
+        let mut matched: Vec<Option<&Field>> = vec![None; table_fields.len()];
+        for field in input_fields {
+            match self.matching(table_fields, mapping, field) {
+                Some(t) if matched[t].is_none() => matched[t] = Some(field),
+                Some(t) => {
+                    let path = join_path(table_prefix, &table_fields[t].name);
+                    let first = matched[t].map(|f| f.name.as_str()).unwrap_or_default();
+                    self.incompatible(
+                        &path,
+                        format!("input columns {first} and {} both resolve to this column", field.name),
+                    );
+                }
+                None => self.out.additions.push(Addition {
+                    path: join_path(table_prefix, &field.name),
+                    input_path: join_path(input_prefix, &field.name),
+                    field: field.clone(),
+                }),
+            }
+        }
+        for (table_field, input_field) in table_fields.iter().zip(matched) {
+            let path = join_path(table_prefix, &table_field.name);
+            let children = table_field
+                .id
+                .map(|id| NameMapping::children(mapping, id))
+                .unwrap_or(&[]);
+            match input_field {
+                None => self.missing(table_field, &path),
+                Some(input_field) => {
+                    let input_path = join_path(input_prefix, &input_field.name);
+                    self.field(table_field, input_field, children, &path, &input_path, under);
+                }
+            }
+        }
+    }
+
+    fn matching(&self, table_fields: &[Field], mapping: &[MappedField], field: &Field) -> Option<usize> {
+        if self.use_ids {
+            return table_fields.iter().position(|t| t.id.is_some() && t.id == field.id);
+        }
+        NameMapping::lookup(mapping, &field.name)
+            .and_then(|id| table_fields.iter().position(|t| t.id == Some(id)))
+            .or_else(|| table_fields.iter().position(|t| t.name == field.name))
+    }
+
+    fn missing(&mut self, table_field: &Field, path: &str) {
+        if self.config.is_required_column(path) {
+            self.incompatible(path, "the input lacks this required (pinned) column".into());
+        } else if table_field.required {
+            self.need_relaxation(path, "the input lacks the column, so its rows would read null".into());
+        }
+    }
+
+    fn field(
+        &mut self,
+        table_field: &Field,
+        input_field: &Field,
+        mapping: &[MappedField],
+        path: &str,
+        input_path: &str,
+        under: bool,
+    ) {
+        self.nullability(table_field, input_field, path, input_path, under);
+        match (&table_field.data_type, &input_field.data_type) {
+            (DataType::Primitive(table), DataType::Primitive(input)) => {
+                if input.widens_to(*table) {
+                    // Same type, or narrower: readable as the table's type.
+                } else if table.widens_to(*input) {
+                    self.need_promotion(path, *table, *input);
+                } else {
+                    self.conflict(path, table.to_string(), input.to_string());
+                }
+            }
+            (DataType::Struct { fields: table }, DataType::Struct { fields: input }) => {
+                self.level(table, mapping, input, path, input_path, under);
+            }
+            (DataType::List { list: table }, DataType::List { list: input }) => {
+                let children = table.id.map(|id| NameMapping::children(mapping, id)).unwrap_or(&[]);
+                self.field(
+                    table,
+                    input,
+                    children,
+                    &join_path(path, LIST_ELEMENT),
+                    &join_path(input_path, LIST_ELEMENT),
+                    true,
+                );
+            }
+            (DataType::Map { map: table }, DataType::Map { map: input }) => {
+                for (t, i, segment) in [(&table.key, &input.key, MAP_KEY), (&table.value, &input.value, MAP_VALUE)] {
+                    let children = t.id.map(|id| NameMapping::children(mapping, id)).unwrap_or(&[]);
+                    self.field(t, i, children, &join_path(path, segment), &join_path(input_path, segment), true);
+                }
+            }
+            (table, input) => self.conflict(path, table.to_string(), input.to_string()),
+        }
+    }
+
+    fn nullability(&mut self, table_field: &Field, input_field: &Field, path: &str, input_path: &str, under: bool) {
+        let pinned = self.config.is_required_column(path);
+        if !pinned && !table_field.required {
+            return;
+        }
+        match evidence(self.input, input_path, input_field, under) {
+            Evidence::NoNulls => {}
+            Evidence::Nulls(count) if pinned => {
+                self.incompatible(path, format!("required (pinned) column, but {}", describe_nulls(count)));
+            }
+            Evidence::Nulls(count) => self.need_relaxation(path, describe_nulls(count)),
+            Evidence::Unknown => self.unproven(path, pinned),
+        }
+    }
+
+    /// A required or pinned column without null statistics.
+    fn unproven(&mut self, path: &str, pinned: bool) {
+        if !pinned && self.config.allows(SchemaEvolutionOption::AllowFieldRelaxation) {
+            self.out
+                .relaxations
+                .insert(path.to_string(), "the input carries no null count for it".into());
+            return;
+        }
+        let what = if pinned { "required (pinned) column" } else { "required column" };
+        self.out.unverifiable.push(Reason {
+            path: path.to_string(),
+            message: format!("{what}, and the input carries no null count proving it free of nulls"),
+        });
+    }
+
+    /// Checks a pinned column the table does not have yet.
+    fn new_pinned(&mut self, path: &str) {
+        let found = self.out.additions.iter().find_map(|add| {
+            let rest = if path == add.path {
+                Some("")
+            } else {
+                path.strip_prefix(add.path.as_str()).filter(|r| r.starts_with('.'))
+            }?;
+            Some(format!("{}{rest}", add.input_path))
+        });
+        let located = found.and_then(|input_path| {
+            field_at_tracking_containers(&self.input.schema, &input_path).map(|(f, under)| (input_path, f.clone(), under))
+        });
+        match located {
+            None => self.incompatible(path, "the input lacks this required (pinned) column".into()),
+            Some((input_path, field, under)) => match evidence(self.input, &input_path, &field, under) {
+                Evidence::NoNulls => {}
+                Evidence::Nulls(count) => {
+                    self.incompatible(path, format!("required (pinned) column, but {}", describe_nulls(count)));
+                }
+                Evidence::Unknown => self.unproven(path, true),
+            },
+        }
+    }
+
+    fn need_relaxation(&mut self, path: &str, why: String) {
+        if self.config.allows(SchemaEvolutionOption::AllowFieldRelaxation) {
+            self.out.relaxations.insert(path.to_string(), why);
+        } else {
+            self.incompatible(path, format!("required in the table, but {why}; field relaxation is not allowed"));
+            self.out.refused.push((
+                ChangeKind::Relaxation,
+                path.to_string(),
+                Some("required".into()),
+                Some("optional".into()),
+            ));
+        }
+    }
+
+    fn need_promotion(&mut self, path: &str, from: PrimitiveType, to: PrimitiveType) {
+        if self.config.allows(SchemaEvolutionOption::AllowTypePromotion) {
+            self.out.promotions.insert(path.to_string(), (from, to));
+        } else {
+            self.incompatible(
+                path,
+                format!("the table has {from}, the input the wider {to}; type promotion is not allowed"),
+            );
+            self.out
+                .refused
+                .push((ChangeKind::Promotion, path.to_string(), Some(from.to_string()), Some(to.to_string())));
+        }
+    }
+
+    fn conflict(&mut self, path: &str, table: String, input: String) {
+        self.incompatible(path, format!("the table has {table}, the input {input}; no option allows that change"));
+        self.out
+            .refused
+            .push((ChangeKind::Conflict, path.to_string(), Some(table), Some(input)));
+    }
+
+    fn incompatible(&mut self, path: &str, message: String) {
+        self.out.incompatible.push(Reason {
+            path: path.to_string(),
+            message,
+        });
+    }
+}
+
+/// The field at `path` in `schema`, and whether a list or map lies above it.
+fn field_at_tracking_containers<'s>(schema: &'s Schema, path: &str) -> Option<(&'s Field, bool)> {
+    let mut segments = path.split('.');
+    let mut field = schema.field(segments.next()?)?;
+    let mut under = false;
+    for segment in segments {
+        under |= field.data_type.is_container();
+        field = field.data_type.children().into_iter().find(|c| c.name == segment)?;
+    }
+    Some((field, under))
+}
+
+/// Why an input lost the union of a new column.
+#[derive(Clone, Debug)]
+struct Loss {
+    path: String,
+    message: String,
+    chosen: String,
+    theirs: String,
+}
+
+/// The union of one new column over the inputs that have it.
+#[derive(Clone, Debug)]
+struct Union {
+    field: Field,
+    losers: BTreeMap<usize, Loss>,
+}
+
+fn kind_rank(t: &DataType) -> u8 {
+    match t {
+        DataType::Struct { .. } => 0,
+        DataType::List { .. } => 1,
+        DataType::Map { .. } => 2,
+        DataType::Primitive(_) => 3,
+    }
+}
+
+/// Unions a new column: the kind most inputs have (ties: struct, list, map, primitive),
+/// then the type most inputs can be read as (for a widening chain, the widest), optional at
+/// every level except map keys and, when the table is created, pinned columns.
+fn union_field(
+    path: &str,
+    name: &str,
+    candidates: &[(usize, &Field)],
+    config: &SchemaEvolutionConfig,
+    creating: bool,
+) -> Union {
+    let mut losers: BTreeMap<usize, Loss> = BTreeMap::new();
+    let mut counts = [0usize; 4];
+    for (_, f) in candidates {
+        counts[kind_rank(&f.data_type) as usize] += 1;
+    }
+    let winner_rank = (0..4u8)
+        .max_by_key(|&r| (counts[r as usize], std::cmp::Reverse(r)))
+        .expect("four kinds");
+    let winners: Vec<(usize, &Field)> = candidates
+        .iter()
+        .copied()
+        .filter(|(_, f)| kind_rank(&f.data_type) == winner_rank)
+        .collect();
+    let winner_kind = winners[0].1.data_type.kind();
+    for (i, f) in candidates {
+        if kind_rank(&f.data_type) != winner_rank {
+            losers.entry(*i).or_insert_with(|| Loss {
+                path: path.to_string(),
+                message: format!(
+                    "the input has a {}, but the window's other inputs make this new column a {winner_kind}",
+                    f.data_type.kind()
+                ),
+                chosen: winner_kind.to_string(),
+                theirs: f.data_type.to_string(),
+            });
+        }
+    }
+    let mut merge = |child: Union| {
+        for (i, loss) in child.losers {
+            losers.entry(i).or_insert(loss);
+        }
+        child.field
+    };
+    let data_type = match &winners[0].1.data_type {
+        DataType::Primitive(_) => {
+            let types: BTreeSet<PrimitiveType> = winners.iter().filter_map(|(_, f)| f.data_type.as_primitive()).collect();
+            let chosen = *types
+                .iter()
+                .max_by_key(|c| {
+                    let readable = winners
+                        .iter()
+                        .filter(|(_, f)| f.data_type.as_primitive().is_some_and(|t| t.widens_to(**c)))
+                        .count();
+                    (readable, **c)
+                })
+                .expect("at least one candidate");
+            for (i, f) in &winners {
+                let t = f.data_type.as_primitive().expect("primitive");
+                if !t.widens_to(chosen) {
+                    losers.entry(*i).or_insert_with(|| Loss {
+                        path: path.to_string(),
+                        message: format!(
+                            "the input has {t}, which cannot be read as {chosen}, the type the window's other inputs give this new column"
+                        ),
+                        chosen: chosen.to_string(),
+                        theirs: t.to_string(),
+                    });
+                }
+            }
+            DataType::Primitive(chosen)
+        }
+        DataType::Struct { .. } => {
+            let mut names: Vec<&str> = Vec::new();
+            for (_, f) in &winners {
+                if let DataType::Struct { fields } = &f.data_type {
+                    for c in fields {
+                        if !names.contains(&c.name.as_str()) {
+                            names.push(&c.name);
+                        }
+                    }
+                }
+            }
+            let mut fields = Vec::new();
+            for child in names {
+                let sub: Vec<(usize, &Field)> = winners
+                    .iter()
+                    .filter_map(|(i, f)| f.data_type.children().into_iter().find(|c| c.name == child).map(|c| (*i, c)))
+                    .collect();
+                fields.push(merge(union_field(&join_path(path, child), child, &sub, config, creating)));
+            }
+            DataType::Struct { fields }
+        }
+        DataType::List { .. } => {
+            let sub: Vec<(usize, &Field)> = winners
+                .iter()
+                .map(|(i, f)| (*i, f.data_type.children()[0]))
+                .collect();
+            let element = merge(union_field(&join_path(path, LIST_ELEMENT), LIST_ELEMENT, &sub, config, creating));
+            DataType::List { list: Box::new(element) }
+        }
+        DataType::Map { .. } => {
+            let part = |k: usize| -> Vec<(usize, &Field)> {
+                winners.iter().map(|(i, f)| (*i, f.data_type.children()[k])).collect()
+            };
+            let mut key = merge(union_field(&join_path(path, MAP_KEY), MAP_KEY, &part(0), config, creating));
+            key.required = true;
+            let value = merge(union_field(&join_path(path, MAP_VALUE), MAP_VALUE, &part(1), config, creating));
+            DataType::Map {
+                map: Box::new(crate::schema::MapFields { key, value }),
+            }
+        }
+    };
+    Union {
+        field: Field {
+            id: None,
+            name: name.to_string(),
+            required: creating && config.is_required_column(path),
+            data_type,
+            doc: None,
+        },
+        losers,
+    }
+}
+
+/// Whether an input's field ids can be trusted to identify the table's columns: every
+/// field has one, and none contradicts the table (an id the table gives another name,
+/// or a name the table gives another id).
+fn ids_agree(table: &[Field], input: &[Field]) -> bool {
+    fn level(table: Option<&[Field]>, all_table_ids: &BTreeSet<i32>, input: &[Field]) -> bool {
+        input.iter().all(|f| {
+            let Some(id) = f.id else { return false };
+            let here = table.and_then(|t| t.iter().find(|t| t.id == Some(id)));
+            match here {
+                Some(t) if t.name == f.name => {
+                    let children: Vec<Field> = t.data_type.children().into_iter().cloned().collect();
+                    let input_children: Vec<Field> = f.data_type.children().into_iter().cloned().collect();
+                    level(Some(&children), all_table_ids, &input_children)
+                }
+                Some(_) => false,
+                None => {
+                    let name_taken = table.is_some_and(|t| t.iter().any(|t| t.name == f.name));
+                    if name_taken || all_table_ids.contains(&id) {
+                        return false;
+                    }
+                    let input_children: Vec<Field> = f.data_type.children().into_iter().cloned().collect();
+                    level(None, all_table_ids, &input_children)
+                }
+            }
+        })
+    }
+    if input.is_empty() {
+        return false;
+    }
+    let mut ids = BTreeSet::new();
+    Schema::new(table.to_vec()).visit(|_, f, _| {
+        if let Some(id) = f.id {
+            ids.insert(id);
+        }
+    });
+    level(Some(table), &ids, input)
+}
+
+/// The schema most inputs share (ignoring ids); ties go to the first in canonical order.
+fn most_common_schema(inputs: &[InputSchema], order: &[usize]) -> Schema {
+    let mut counts: Vec<(Schema, usize)> = Vec::new();
+    for &i in order {
+        let s = inputs[i].schema.without_ids();
+        match counts.iter_mut().find(|(c, _)| *c == s) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((s, 1)),
+        }
+    }
+    let best = counts.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    counts
+        .into_iter()
+        .find(|(_, n)| *n == best)
+        .map(|(s, _)| s)
+        .unwrap_or_default()
+}
+
+fn field_at_mut<'s>(schema: &'s mut Schema, path: &str) -> Option<&'s mut Field> {
+    let mut segments = path.split('.');
+    let first = segments.next()?;
+    let mut field = schema.fields.iter_mut().find(|f| f.name == first)?;
+    for segment in segments {
+        field = field.data_type.children_mut().into_iter().find(|c| c.name == segment)?;
+    }
+    Some(field)
+}
+
+fn set_optional(schema: &mut Schema, path: &str) {
+    if let Some(f) = field_at_mut(schema, path) {
+        f.required = false;
+    }
+}
+
+fn set_required(schema: &mut Schema, path: &str) {
+    if let Some(f) = field_at_mut(schema, path) {
+        f.required = true;
+    }
+}
+
+fn set_type(schema: &mut Schema, path: &str, t: PrimitiveType) {
+    if let Some(f) = field_at_mut(schema, path) {
+        f.data_type = DataType::Primitive(t);
+    }
+}
+
+fn insert_field(schema: &mut Schema, path: &str, field: Field) {
+    match path.rsplit_once('.') {
+        None => schema.fields.push(field),
+        Some((parent, _)) => {
+            if let Some(DataType::Struct { fields }) = field_at_mut(schema, parent).map(|p| &mut p.data_type) {
+                fields.push(field);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "planner_tests.rs"]
+mod tests;

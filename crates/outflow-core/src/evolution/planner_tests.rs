@@ -1,0 +1,685 @@
+//! The planner's rules, one named case each, and properties over random windows.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::evolution::{IncompatibleSchemaHandling, SchemaEvolutionOption::*};
+use crate::schema::{DataType, Field, InputSchema, NameMapping, PrimitiveType::*, Schema};
+
+fn config(options: &[SchemaEvolutionOption]) -> SchemaEvolutionConfig {
+    SchemaEvolutionConfig::builder().allow_all(options.iter().copied()).build().unwrap()
+}
+
+fn pinned(options: &[SchemaEvolutionOption], paths: &[&str]) -> SchemaEvolutionConfig {
+    SchemaEvolutionConfig::builder()
+        .allow_all(options.iter().copied())
+        .required_columns(paths.iter().copied())
+        .build()
+        .unwrap()
+}
+
+fn table(fields: Vec<Field>) -> Schema {
+    let mut s = Schema::new(fields);
+    s.assign_missing_ids(0);
+    s
+}
+
+fn input(fields: Vec<Field>) -> InputSchema {
+    InputSchema::new(Schema::new(fields))
+}
+
+fn dec(precision: u8, scale: i8) -> PrimitiveType {
+    Decimal { precision, scale }
+}
+
+fn plan(t: Option<&Schema>, c: &SchemaEvolutionConfig, inputs: &[InputSchema]) -> EvolutionPlan {
+    let mut p = EvolutionPlanner::new(c);
+    if let Some(t) = t {
+        p = p.table(t);
+    }
+    p.plan(inputs)
+}
+
+fn verdicts(p: &EvolutionPlan) -> Vec<Verdict> {
+    p.verdicts.iter().map(|v| v.verdict).collect()
+}
+
+fn applied(p: &EvolutionPlan) -> Vec<(ChangeKind, &str)> {
+    p.applied_changes().map(|c| (c.kind, c.path.as_str())).collect()
+}
+
+fn new_field<'p>(p: &'p EvolutionPlan, path: &str) -> &'p Field {
+    p.schema.as_ref().unwrap().field_at(path).unwrap_or_else(|| panic!("no {path} in {:?}", p.schema))
+}
+
+// Rule 5: outside lists and maps, statistics beat declarations.
+
+#[test]
+fn zero_null_footer_beats_declared_optional_outside_lists() {
+    let t = table(vec![Field::required("id", Long)]);
+    let i = input(vec![Field::optional("id", Long)]).with_null_count("id", 0);
+    for c in [config(&[]), config(&[AllowFieldRelaxation])] {
+        let p = plan(Some(&t), &c, std::slice::from_ref(&i));
+        assert_eq!(verdicts(&p), [Verdict::Fits]);
+        assert!(!p.changes_schema());
+        assert!(new_field(&p, "id").required);
+    }
+}
+
+#[test]
+fn declared_optional_under_a_list_needs_relaxation_despite_zero_nulls() {
+    let t = table(vec![Field::optional("l", DataType::list(Field::required("element", Long)))]);
+    let i = input(vec![Field::optional("l", DataType::list(Field::optional("element", Long)))])
+        .with_null_count("l", 0)
+        .with_null_count("l.element", 0);
+    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), std::slice::from_ref(&i));
+    assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution]);
+    assert_eq!(applied(&p), [(ChangeKind::Relaxation, "l.element")]);
+    assert!(!new_field(&p, "l.element").required);
+
+    let p = plan(Some(&t), &config(&[AllowFieldAddition]), &[i]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert!(p.verdicts[0].reasons[0].message.contains("optional under a list or map"));
+    assert!(new_field(&p, "l.element").required);
+}
+
+#[test]
+fn declared_optional_map_value_is_taken_as_is() {
+    let t = table(vec![Field::optional(
+        "m",
+        DataType::map(Field::required("key", String), Field::required("value", Int)),
+    )]);
+    let i = input(vec![Field::optional(
+        "m",
+        DataType::map(Field::required("key", String), Field::optional("value", Int)),
+    )]);
+    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), &[i]);
+    assert_eq!(applied(&p), [(ChangeKind::Relaxation, "m.value")]);
+}
+
+#[test]
+fn nulls_in_a_required_column_relax_it_only_when_allowed() {
+    let t = table(vec![Field::required("id", Long), Field::required("name", String)]);
+    let i = input(vec![Field::optional("id", Long), Field::optional("name", String)])
+        .with_null_count("id", 0)
+        .with_null_count("name", 2);
+    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), std::slice::from_ref(&i));
+    assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution]);
+    assert_eq!(applied(&p), [(ChangeKind::Relaxation, "name")]);
+    assert!(!new_field(&p, "name").required);
+    assert!(new_field(&p, "id").required);
+
+    let p = plan(Some(&t), &config(&[AllowTypePromotion]), &[i]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    let reason = &p.verdicts[0].reasons[0];
+    assert_eq!(reason.path, "name");
+    assert!(reason.message.contains("holds 2 nulls") && reason.message.contains("relaxation is not allowed"));
+    assert_eq!(p.changes.len(), 1);
+    assert!(!p.changes[0].applied);
+    assert_eq!(p.changes[0].kind, ChangeKind::Relaxation);
+}
+
+#[test]
+fn an_input_lacking_a_required_column_needs_relaxation() {
+    let t = table(vec![Field::required("id", Long), Field::required("name", String)]);
+    let i = input(vec![Field::required("id", Long)]);
+    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), std::slice::from_ref(&i));
+    assert_eq!(applied(&p), [(ChangeKind::Relaxation, "name")]);
+    let p = plan(Some(&t), &config(&[]), &[i]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert!(p.verdicts[0].reasons[0].message.contains("lacks the column"));
+}
+
+#[test]
+fn missing_null_count_relaxes_when_allowed_and_is_unverifiable_otherwise() {
+    let t = table(vec![Field::required("id", Long)]);
+    let i = input(vec![Field::optional("id", Long)]);
+    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), std::slice::from_ref(&i));
+    assert_eq!(applied(&p), [(ChangeKind::Relaxation, "id")]);
+    assert!(p.verdicts[0].needs[0].message.contains("no null count"));
+
+    let p = plan(Some(&t), &config(&[AllowFieldAddition]), std::slice::from_ref(&i));
+    assert_eq!(verdicts(&p), [Verdict::Unverifiable]);
+    let accept = SchemaEvolutionConfig::builder()
+        .allow(AllowFieldAddition)
+        .on_unverifiable(UnverifiableFileHandling::Accept)
+        .build()
+        .unwrap();
+    let p = plan(Some(&t), &accept, &[i]);
+    assert_eq!(verdicts(&p), [Verdict::Fits]);
+    assert!(!p.changes_schema());
+}
+
+#[test]
+fn a_required_declaration_without_statistics_proves_no_nulls() {
+    let t = table(vec![Field::required("id", Long)]);
+    let p = plan(Some(&t), &config(&[]), &[input(vec![Field::required("id", Long)])]);
+    assert_eq!(verdicts(&p), [Verdict::Fits]);
+}
+
+// Rule 7: pinned columns.
+
+#[test]
+fn pinned_column_with_nulls_is_incompatible_whatever_the_options() {
+    let t = table(vec![Field::required("id", Long)]);
+    let i = input(vec![Field::optional("id", Long)]).with_null_count("id", 3);
+    let c = pinned(&[AllowFieldAddition, AllowFieldRelaxation, AllowTypePromotion], &["id"]);
+    let p = plan(Some(&t), &c, &[i]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert!(p.verdicts[0].reasons[0].message.contains("pinned"));
+    assert!(new_field(&p, "id").required);
+    assert!(!p.changes_schema());
+}
+
+#[test]
+fn pinned_column_without_statistics_is_unverifiable() {
+    let t = table(vec![Field::required("id", Long)]);
+    let i = input(vec![Field::optional("id", Long)]);
+    let c = pinned(&[AllowFieldRelaxation], &["id"]);
+    let p = plan(Some(&t), &c, std::slice::from_ref(&i));
+    assert_eq!(verdicts(&p), [Verdict::Unverifiable]);
+    assert_eq!(p.verdicts[0].reasons[0].path, "id");
+    assert!(!p.changes_schema());
+
+    let accept = SchemaEvolutionConfig::builder()
+        .allow(AllowFieldRelaxation)
+        .required_column("id")
+        .on_unverifiable(UnverifiableFileHandling::Accept)
+        .build()
+        .unwrap();
+    let p = plan(Some(&t), &accept, &[i]);
+    assert_eq!(verdicts(&p), [Verdict::Fits]);
+    assert!(new_field(&p, "id").required);
+}
+
+#[test]
+fn an_input_lacking_a_pinned_column_is_incompatible() {
+    let t = table(vec![Field::required("id", Long), Field::optional("x", Int)]);
+    let c = pinned(&[AllowFieldRelaxation], &["id"]);
+    let p = plan(Some(&t), &c, &[input(vec![Field::optional("x", Int)])]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert!(p.verdicts[0].reasons[0].message.contains("lacks this required"));
+}
+
+#[test]
+fn pinned_path_through_a_list_takes_the_declaration() {
+    let element = |required| {
+        Field::optional(
+            "addresses",
+            DataType::list(Field::required(
+                "element",
+                DataType::structure(vec![if required {
+                    Field::required("city", String)
+                } else {
+                    Field::optional("city", String)
+                }]),
+            )),
+        )
+    };
+    let t = table(vec![element(true)]);
+    let c = pinned(&[AllowFieldRelaxation], &["addresses.element.city"]);
+    let p = plan(Some(&t), &c, &[input(vec![element(true)]), input(vec![element(false)])]);
+    assert_eq!(verdicts(&p), [Verdict::Fits, Verdict::Incompatible]);
+    assert_eq!(p.verdicts[1].reasons[0].path, "addresses.element.city");
+}
+
+// Rules 3 and 4: additions and the union of a window.
+
+#[test]
+fn two_inputs_disagreeing_on_a_new_column_get_the_widest() {
+    let t = table(vec![Field::required("id", Long)]);
+    let a = input(vec![Field::required("id", Long), Field::required("n", Int)]);
+    let b = input(vec![Field::required("id", Long), Field::required("n", Long)]);
+    let p = plan(Some(&t), &config(&[AllowFieldAddition]), &[a, b]);
+    assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution; 2]);
+    let n = new_field(&p, "n");
+    assert_eq!((n.data_type.clone(), n.required, n.id), (Long.into(), false, Some(2)));
+    assert_eq!(applied(&p), [(ChangeKind::Addition, "n")]);
+    assert_eq!(p.changes[0].inputs, [0, 1]);
+}
+
+#[test]
+fn an_input_whose_new_column_cannot_widen_is_incompatible_not_the_window() {
+    let t = table(vec![Field::required("id", Long)]);
+    let with = |ty: PrimitiveType| input(vec![Field::required("id", Long), Field::optional("n", ty)]);
+    let p = plan(
+        Some(&t),
+        &config(&[AllowFieldAddition]),
+        &[with(Int), with(String), with(Long)],
+    );
+    assert_eq!(
+        verdicts(&p),
+        [Verdict::FitsAfterEvolution, Verdict::Incompatible, Verdict::FitsAfterEvolution]
+    );
+    assert_eq!(new_field(&p, "n").data_type, Long.into());
+    let reason = &p.verdicts[1].reasons[0];
+    assert_eq!(reason.path, "n");
+    assert!(reason.message.contains("string") && reason.message.contains("long"), "{reason}");
+    let conflict = p.changes.iter().find(|c| c.kind == ChangeKind::Conflict).unwrap();
+    assert_eq!((conflict.inputs.as_slice(), conflict.applied), (&[1usize][..], false));
+}
+
+#[test]
+fn additions_are_optional_at_every_nesting_level() {
+    let t = table(vec![
+        Field::required("s", DataType::structure(vec![Field::required("a", Int)])),
+        Field::optional("l", DataType::list(Field::required("element", DataType::structure(vec![Field::required("x", Int)])))),
+        Field::optional(
+            "m",
+            DataType::map(
+                Field::required("key", String),
+                Field::optional("value", DataType::structure(vec![Field::optional("y", Int)])),
+            ),
+        ),
+    ]);
+    let i = input(vec![
+        Field::required(
+            "s",
+            DataType::structure(vec![
+                Field::required("a", Int),
+                Field::required("b", DataType::structure(vec![Field::required("c", Long)])),
+            ]),
+        ),
+        Field::optional(
+            "l",
+            DataType::list(Field::required(
+                "element",
+                DataType::structure(vec![Field::required("x", Int), Field::required("z", String)]),
+            )),
+        ),
+        Field::optional(
+            "m",
+            DataType::map(
+                Field::required("key", String),
+                Field::optional(
+                    "value",
+                    DataType::structure(vec![Field::optional("y", Int), Field::required("w", Double)]),
+                ),
+            ),
+        ),
+        Field::required("top", DataType::list(Field::required("element", Int))),
+    ])
+    .with_null_count("s", 0)
+    .with_null_count("s.a", 0);
+    let p = plan(Some(&t), &config(&[AllowFieldAddition]), &[i]);
+    assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution]);
+    assert_eq!(
+        applied(&p),
+        [
+            (ChangeKind::Addition, "l.element.z"),
+            (ChangeKind::Addition, "m.value.w"),
+            (ChangeKind::Addition, "s.b"),
+            (ChangeKind::Addition, "top"),
+        ]
+    );
+    for path in ["s.b", "s.b.c", "l.element.z", "m.value.w", "top", "top.element"] {
+        assert!(!new_field(&p, path).required, "{path} should be optional");
+    }
+    // Existing columns keep their ids; new ones continue from the table's highest.
+    assert_eq!(new_field(&p, "s.a").id, t.field_at("s.a").unwrap().id);
+    let max = t.max_field_id();
+    assert!(new_field(&p, "s.b").id.unwrap() > max);
+    assert!(new_field(&p, "top.element").id.unwrap() > max);
+}
+
+#[test]
+fn field_addition_not_allowed_makes_the_input_incompatible() {
+    let t = table(vec![Field::required("id", Long)]);
+    let i = input(vec![Field::required("id", Long), Field::optional("extra", Int)]);
+    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), &[i]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert_eq!(p.verdicts[0].reasons[0].path, "extra");
+    assert!(!p.changes[0].applied);
+}
+
+#[test]
+fn table_creation_from_the_union_keeps_pinned_columns_required() {
+    let c = pinned(&[AllowFieldAddition], &["id"]);
+    let a = input(vec![Field::optional("id", Long), Field::required("a", Int)]).with_null_count("id", 0);
+    let b = input(vec![Field::required("id", Int), Field::optional("b", String)]);
+    let p = plan(None, &c, &[a, b]);
+    assert!(p.creates_table);
+    assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution; 2]);
+    let s = p.schema.as_ref().unwrap();
+    assert_eq!(s.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["id", "a", "b"]);
+    assert_eq!(s.field("id").unwrap().data_type, Long.into());
+    assert!(s.field("id").unwrap().required);
+    assert!(!s.field("a").unwrap().required && !s.field("b").unwrap().required);
+    assert_eq!(s.fields.iter().map(|f| f.id.unwrap()).collect::<Vec<_>>(), [1, 2, 3]);
+}
+
+#[test]
+fn a_pinned_column_new_to_an_existing_table_is_added_optional() {
+    let t = table(vec![Field::required("id", Long)]);
+    let c = pinned(&[AllowFieldAddition], &["key"]);
+    let p = plan(Some(&t), &c, &[input(vec![Field::required("id", Long), Field::required("key", String)])]);
+    assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution]);
+    assert!(!new_field(&p, "key").required);
+}
+
+#[test]
+fn creation_without_field_addition_uses_the_common_schema() {
+    let s1 = vec![Field::required("id", Long), Field::optional("v", Int)];
+    let p = plan(
+        None,
+        &config(&[]),
+        &[input(s1.clone()), input(vec![Field::required("id", Long)]), input(s1)],
+    );
+    assert!(p.creates_table);
+    assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution; 3]);
+    let s = p.schema.as_ref().unwrap();
+    assert!(s.field("id").unwrap().required);
+    assert_eq!(s.field("id").unwrap().id, Some(1));
+    assert!(!s.field("v").unwrap().required);
+}
+
+// Rule 6: promotion.
+
+#[test]
+fn promotion_widens_when_allowed_and_narrower_inputs_need_nothing() {
+    let t = table(vec![Field::required("n", Int), Field::optional("f", Double)]);
+    let i = input(vec![Field::required("n", Long), Field::optional("f", Float)]);
+    let p = plan(Some(&t), &config(&[AllowTypePromotion]), std::slice::from_ref(&i));
+    assert_eq!(applied(&p), [(ChangeKind::Promotion, "n")]);
+    let change = &p.changes[0];
+    assert_eq!((change.from.as_deref(), change.to.as_deref()), (Some("int"), Some("long")));
+    assert_eq!(new_field(&p, "n").data_type, Long.into());
+    assert_eq!(new_field(&p, "n").id, t.field("n").unwrap().id);
+
+    let p = plan(Some(&t), &config(&[AllowFieldAddition]), &[i]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert!(p.verdicts[0].reasons[0].message.contains("type promotion is not allowed"));
+}
+
+#[test]
+fn decimal_precision_promotes_at_the_same_scale() {
+    let t = table(vec![Field::required("d", dec(10, 2))]);
+    let p = plan(
+        Some(&t),
+        &config(&[AllowTypePromotion]),
+        &[input(vec![Field::required("d", dec(12, 2))]), input(vec![Field::required("d", dec(14, 2))])],
+    );
+    assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution; 2]);
+    assert_eq!(new_field(&p, "d").data_type, dec(14, 2).into());
+    assert_eq!(p.changes[0].inputs, [0, 1]);
+}
+
+#[test]
+fn a_decimal_scale_change_is_a_conflict() {
+    let t = table(vec![Field::required("d", dec(10, 2))]);
+    let all = config(&[AllowFieldAddition, AllowFieldRelaxation, AllowTypePromotion]);
+    let p = plan(Some(&t), &all, &[input(vec![Field::required("d", dec(12, 3))])]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert_eq!(p.changes[0].kind, ChangeKind::Conflict);
+    assert_eq!(p.changes[0].from.as_deref(), Some("decimal(10,2)"));
+    assert_eq!(new_field(&p, "d").data_type, dec(10, 2).into());
+}
+
+// Rule 8: conflicts.
+
+#[test]
+fn string_against_int_and_struct_against_list_conflict() {
+    let t = table(vec![
+        Field::required("n", Int),
+        Field::optional("s", DataType::structure(vec![Field::optional("x", Int)])),
+    ]);
+    let all = config(&[AllowFieldAddition, AllowFieldRelaxation, AllowTypePromotion]);
+    let i = input(vec![
+        Field::required("n", String),
+        Field::optional("s", DataType::list(Field::optional("element", Int))),
+    ]);
+    let p = plan(Some(&t), &all, &[i]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    let conflicts: Vec<&str> = p.changes.iter().filter(|c| c.kind == ChangeKind::Conflict).map(|c| c.path.as_str()).collect();
+    assert_eq!(conflicts, ["n", "s"]);
+    assert_eq!(p.verdicts[0].reasons.len(), 2);
+}
+
+// Rule 1: all or nothing per input.
+
+#[test]
+fn one_refused_change_keeps_the_inputs_allowed_changes_out() {
+    let t = table(vec![Field::required("id", Long), Field::required("name", String)]);
+    let bad = input(vec![Field::required("id", Long), Field::optional("name", String), Field::optional("x", Int)])
+        .with_null_count("name", 1);
+    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), &[bad]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert!(!p.changes_schema(), "{p}");
+    assert!(new_field(&p, "name").required);
+}
+
+#[test]
+fn route_to_errors_and_fail_see_the_same_plan() {
+    let t = table(vec![Field::required("id", Long)]);
+    let inputs = [input(vec![Field::required("id", Long)]), input(vec![Field::required("id", String)])];
+    let fail = config(&[AllowFieldAddition]);
+    let route = SchemaEvolutionConfig::builder()
+        .allow(AllowFieldAddition)
+        .on_incompatible(IncompatibleSchemaHandling::RouteToErrors)
+        .build()
+        .unwrap();
+    assert_eq!(plan(Some(&t), &fail, &inputs), plan(Some(&t), &route, &inputs));
+}
+
+// Matching.
+
+#[test]
+fn inputs_with_agreeing_ids_match_by_id_across_a_rename() {
+    let t = table(vec![Field::required("id", Long), Field::optional("renamed", Int)]);
+    let mapping = NameMapping::from_schema(&t).updated_with(&t);
+    let mut old = t.clone();
+    old.fields[1].name = "original".into();
+    let mapping = NameMapping {
+        fields: vec![mapping.fields[0].clone(), crate::schema::MappedField { names: vec!["original".into(), "renamed".into()], ..mapping.fields[1].clone() }],
+    };
+    let c = config(&[]);
+    // With ids: the rename is followed by id, nothing is added.
+    let by_id = EvolutionPlanner::new(&c).table(&t).name_mapping(&mapping).plan(&[InputSchema::new(old.clone())]);
+    assert_eq!(verdicts(&by_id), [Verdict::Fits]);
+    // Without ids: the name mapping resolves the old name.
+    let by_name = EvolutionPlanner::new(&c)
+        .table(&t)
+        .name_mapping(&mapping)
+        .plan(&[InputSchema::new(old.without_ids())]);
+    assert_eq!(verdicts(&by_name), [Verdict::Fits]);
+    // Without ids or mapping, the old name is a new column, refused.
+    let unmapped = EvolutionPlanner::new(&c).table(&t).plan(&[InputSchema::new(old.without_ids())]);
+    assert_eq!(verdicts(&unmapped), [Verdict::Incompatible]);
+}
+
+#[test]
+fn foreign_ids_that_disagree_fall_back_to_names() {
+    let t = table(vec![Field::required("id", Long), Field::optional("v", Int)]);
+    // A file whose writer numbered its columns the other way round.
+    let foreign = InputSchema::new(Schema::new(vec![
+        Field::required("id", Long).with_id(2),
+        Field::optional("v", Int).with_id(1),
+    ]));
+    let p = plan(Some(&t), &config(&[]), &[foreign]);
+    assert_eq!(verdicts(&p), [Verdict::Fits]);
+}
+
+#[test]
+fn evolution_off_accepts_fitting_inputs_and_rejects_the_rest() {
+    let t = table(vec![Field::required("id", Long)]);
+    let p = plan(
+        Some(&t),
+        &SchemaEvolutionConfig::disabled(),
+        &[input(vec![Field::required("id", Int)]), input(vec![Field::required("id", Long), Field::optional("x", Int)])],
+    );
+    assert_eq!(verdicts(&p), [Verdict::Fits, Verdict::Incompatible]);
+}
+
+#[test]
+fn render_names_changes_and_inputs() {
+    let t = table(vec![Field::required("id", Int)]);
+    let p = plan(
+        Some(&t),
+        &config(&[AllowTypePromotion, AllowFieldAddition]),
+        &[input(vec![Field::required("id", Long), Field::optional("x", String)]), input(vec![Field::required("id", Double)])],
+    );
+    let text = p.render(Some(&["a.parquet".to_string(), "b.parquet".to_string()]));
+    assert!(text.contains("Table: evolve (2 changes)"), "{text}");
+    assert!(text.contains("+ add      x: string  [a.parquet]"), "{text}");
+    assert!(text.contains("^ promote  id: int -> long  [a.parquet]"), "{text}");
+    assert!(text.contains("! conflict id: table int, input double  [b.parquet]"), "{text}");
+    assert!(text.contains("b.parquet: incompatible"), "{text}");
+}
+
+// Properties over random windows.
+
+fn primitive() -> impl Strategy<Value = PrimitiveType> {
+    prop_oneof![
+        Just(Int),
+        Just(Long),
+        Just(Float),
+        Just(Double),
+        Just(String),
+        Just(dec(10, 2)),
+        Just(dec(12, 2)),
+        Just(dec(10, 3)),
+    ]
+}
+
+fn data_type() -> impl Strategy<Value = DataType> {
+    prop_oneof![
+        4 => primitive().prop_map(DataType::Primitive),
+        1 => (primitive(), any::<bool>()).prop_map(|(t, r)| DataType::list(Field { required: r, ..Field::optional("element", t) })),
+        1 => (primitive(), any::<bool>(), primitive()).prop_map(|(x, r, y)| DataType::structure(vec![
+            Field { required: r, ..Field::optional("x", x) },
+            Field::optional("y", y),
+        ])),
+    ]
+}
+
+fn schema() -> impl Strategy<Value = Schema> {
+    proptest::collection::btree_map(prop_oneof![Just("a"), Just("b"), Just("c"), Just("d")], (data_type(), any::<bool>()), 1..4)
+        .prop_map(|cols| {
+            Schema::new(
+                cols.into_iter()
+                    .map(|(name, (t, required))| Field { required, ..Field::optional(name, t) })
+                    .collect(),
+            )
+        })
+}
+
+fn input_schema() -> impl Strategy<Value = InputSchema> {
+    (schema(), proptest::collection::vec(prop_oneof![Just(None), Just(Some(0u64)), Just(Some(3u64))], 4)).prop_map(
+        |(s, counts)| {
+            let mut i = InputSchema::new(s);
+            for (name, count) in ["a", "b", "c", "d"].into_iter().zip(counts) {
+                if let Some(n) = count {
+                    i = i.with_null_count(name, n);
+                }
+            }
+            i
+        },
+    )
+}
+
+fn any_config() -> impl Strategy<Value = SchemaEvolutionConfig> {
+    (any::<[bool; 3]>(), any::<bool>(), any::<bool>()).prop_map(|(opts, pin, accept)| {
+        let mut b = SchemaEvolutionConfig::builder();
+        for (on, o) in opts.into_iter().zip([AllowFieldAddition, AllowFieldRelaxation, AllowTypePromotion]) {
+            if on {
+                b = b.allow(o);
+            }
+        }
+        if opts.iter().any(|o| *o) {
+            if pin {
+                b = b.required_column("a");
+            }
+            if accept {
+                b = b.on_unverifiable(UnverifiableFileHandling::Accept);
+            }
+        }
+        b.build().unwrap()
+    })
+}
+
+fn window() -> impl Strategy<Value = (Option<Schema>, Vec<InputSchema>, SchemaEvolutionConfig)> {
+    (
+        proptest::option::weighted(0.8, schema()),
+        proptest::collection::vec(input_schema(), 1..5),
+        any_config(),
+    )
+        .prop_map(|(t, inputs, c)| {
+            let t = t.map(|mut t| {
+                t.assign_missing_ids(0);
+                t
+            });
+            (t, inputs, c)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn the_plan_does_not_depend_on_input_order((t, inputs, c) in window(), seed in any::<u64>()) {
+        let original = plan(t.as_ref(), &c, &inputs);
+        let mut perm: Vec<usize> = (0..inputs.len()).collect();
+        let n = perm.len();
+        let mut s = seed;
+        for i in (1..n).rev() {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            perm.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        let shuffled: Vec<InputSchema> = perm.iter().map(|&i| inputs[i].clone()).collect();
+        let mut p = plan(t.as_ref(), &c, &shuffled);
+        // Relabel the shuffled plan's indexes back to the original ones.
+        let mut verdicts = vec![None; n];
+        for (pos, v) in p.verdicts.drain(..).enumerate() {
+            verdicts[perm[pos]] = Some(v);
+        }
+        p.verdicts = verdicts.into_iter().map(Option::unwrap).collect();
+        for change in &mut p.changes {
+            change.inputs = change.inputs.iter().map(|&pos| perm[pos]).collect();
+            change.inputs.sort();
+        }
+        prop_assert_eq!(p, original);
+    }
+
+    #[test]
+    fn replanning_after_applying_changes_nothing((t, inputs, c) in window()) {
+        let first = plan(t.as_ref(), &c, &inputs);
+        if let Some(evolved) = &first.schema {
+            let second = plan(Some(evolved), &c, &inputs);
+            prop_assert!(!second.changes_schema(), "first:\n{}\nsecond:\n{}", first, second);
+            prop_assert_eq!(second.schema.as_ref(), Some(evolved));
+            for (i, v) in second.verdicts.iter().enumerate() {
+                if first.verdicts[i].verdict.is_compatible() {
+                    prop_assert_eq!(v.verdict, Verdict::Fits, "input {}: {:?}", i, v);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_compatible_input_never_needs_a_forbidden_change((t, inputs, c) in window()) {
+        let p = plan(t.as_ref(), &c, &inputs);
+        for change in &p.changes {
+            let option = match change.kind {
+                ChangeKind::Addition => Some(AllowFieldAddition),
+                ChangeKind::Relaxation => Some(AllowFieldRelaxation),
+                ChangeKind::Promotion => Some(AllowTypePromotion),
+                ChangeKind::Conflict => None,
+            };
+            for &i in &change.inputs {
+                let compatible = p.verdicts[i].verdict.is_compatible();
+                if compatible {
+                    prop_assert!(change.applied, "compatible input {} in refused change {:?}", i, change);
+                    let creation = p.creates_table && change.kind == ChangeKind::Addition;
+                    prop_assert!(creation || option.is_some_and(|o| c.allows(o)), "{:?} not allowed", change);
+                } else {
+                    prop_assert!(!change.applied, "rejected input {} in applied change {:?}", i, change);
+                }
+            }
+        }
+        if let (Some(t), Some(s)) = (t.as_ref(), p.schema.as_ref()) {
+            if !p.verdicts.iter().any(|v| v.verdict.is_compatible()) {
+                prop_assert_eq!(t, s);
+            }
+        }
+    }
+}

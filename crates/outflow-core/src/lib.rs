@@ -1,0 +1,26 @@
+//! Outflow's shared core: what every sink connector builds on.
+//!
+//! - [`CreateDisposition`] and [`WriteDisposition`]: what a sink may do to its table.
+//! - [`evolution`]: the schema evolution options and the pure planner every sink shares.
+//! - [`schema`]: a table-neutral schema model, converted to and from Arrow.
+//! - [`select`]: field selection and flattening on Arrow schemas and batches.
+//! - [`sink`]: the async traits sinks implement, their results and failed records.
+//! - [`destination`]: dynamic destinations, a table chosen per row.
+//! - [`retry`]: the retry and backoff policy the sinks share.
+//! - [`Error`]: the one error type.
+#![deny(missing_docs)]
+
+mod disposition;
+mod error;
+pub(crate) mod named;
+
+pub mod evolution;
+pub mod schema;
+pub mod select;
+
+pub use disposition::{CreateDisposition, WriteDisposition};
+pub use error::{Error, ErrorKind, Result};
+pub use evolution::{
+    EvolutionPlan, EvolutionPlanner, IncompatibleSchemaHandling, SchemaEvolutionConfig, SchemaEvolutionOption,
+    UnverifiableFileHandling,
+};

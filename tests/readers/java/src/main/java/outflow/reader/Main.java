@@ -1,0 +1,170 @@
+package outflow.reader;
+
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.iceberg.CatalogProperties;
+import org.apache.iceberg.CatalogUtil;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.catalog.Namespace;
+import org.apache.iceberg.catalog.TableIdentifier;
+
+/**
+ * Command line of the Java reader used by Outflow's integration tests.
+ *
+ * <pre>
+ * java -jar reader.jar read --catalog-type sql|rest --catalog-name NAME --uri URI
+ *     [--warehouse file:///abs/dir] --table ns.name [--property key=value ...]
+ * </pre>
+ *
+ * Prints one canonical JSON document (see {@link TableDump}) on stdout; exits non-zero with a
+ * message on stderr when anything fails.
+ */
+public final class Main {
+  private Main() {}
+
+  private static final String USAGE =
+      "usage: reader.jar read --catalog-type sql|rest --catalog-name NAME --uri URI"
+          + " [--warehouse file:///DIR] --table NS.NAME [--property KEY=VALUE ...]";
+
+  public static void main(String[] args) {
+    int code;
+    try {
+      code = run(args);
+    } catch (UsageException e) {
+      System.err.println("reader: " + e.getMessage());
+      System.err.println(USAGE);
+      code = 2;
+    } catch (Throwable t) {
+      System.err.println("reader: failed: " + t);
+      t.printStackTrace(System.err);
+      code = 1;
+    }
+    System.out.flush();
+    System.exit(code);
+  }
+
+  static final class UsageException extends Exception {
+    UsageException(String message) {
+      super(message);
+    }
+  }
+
+  private static int run(String[] args) throws Exception {
+    if (args.length == 0) {
+      throw new UsageException("missing subcommand");
+    }
+    if (!"read".equals(args[0])) {
+      throw new UsageException("unknown subcommand '" + args[0] + "'");
+    }
+    Map<String, String> opts = new HashMap<>();
+    List<String> extraProps = new ArrayList<>();
+    for (int i = 1; i < args.length; i++) {
+      String arg = args[i];
+      if (!arg.startsWith("--") || i + 1 >= args.length) {
+        throw new UsageException("unexpected argument '" + arg + "'");
+      }
+      String key = arg.substring(2);
+      String value = args[++i];
+      if (key.equals("property")) {
+        extraProps.add(value);
+      } else if (Arrays.asList("catalog-type", "catalog-name", "uri", "warehouse", "table")
+          .contains(key)) {
+        opts.put(key, value);
+      } else {
+        throw new UsageException("unknown option '" + arg + "'");
+      }
+    }
+    for (String required : List.of("catalog-type", "catalog-name", "uri", "table")) {
+      if (!opts.containsKey(required)) {
+        throw new UsageException("missing --" + required);
+      }
+    }
+
+    Map<String, String> props = new HashMap<>();
+    String type = opts.get("catalog-type");
+    String uri = opts.get("uri");
+    switch (type) {
+      case "sql":
+        if (!opts.containsKey("warehouse")) {
+          throw new UsageException("--warehouse is required for --catalog-type sql");
+        }
+        props.put(CatalogUtil.ICEBERG_CATALOG_TYPE, CatalogUtil.ICEBERG_CATALOG_TYPE_JDBC);
+        props.put(CatalogProperties.URI, jdbcUri(uri));
+        // A reader must never change the catalog: do not create the catalog tables, and leave
+        // jdbc.schema-version unset so JdbcCatalog does not ALTER an older (V0) layout. A file
+        // created by PyIceberg's SqlCatalog already has the V1 layout (iceberg_type column).
+        props.put("jdbc.init-catalog-tables", "false");
+        break;
+      case "rest":
+        props.put(CatalogUtil.ICEBERG_CATALOG_TYPE, CatalogUtil.ICEBERG_CATALOG_TYPE_REST);
+        props.put(CatalogProperties.URI, uri);
+        break;
+      default:
+        throw new UsageException("--catalog-type must be sql or rest, not '" + type + "'");
+    }
+    if (opts.containsKey("warehouse")) {
+      props.put(CatalogProperties.WAREHOUSE_LOCATION, opts.get("warehouse"));
+    }
+    for (String kv : extraProps) {
+      int eq = kv.indexOf('=');
+      if (eq <= 0) {
+        throw new UsageException("--property wants KEY=VALUE, got '" + kv + "'");
+      }
+      props.put(kv.substring(0, eq), kv.substring(eq + 1));
+    }
+
+    String tableName = opts.get("table");
+    TableIdentifier ident = parseIdentifier(tableName);
+    Catalog catalog =
+        CatalogUtil.buildIcebergCatalog(opts.get("catalog-name"), props, new Configuration());
+    String json;
+    try {
+      Table table = catalog.loadTable(ident);
+      json = TableDump.dump(tableName, table);
+    } finally {
+      if (catalog instanceof AutoCloseable) {
+        ((AutoCloseable) catalog).close();
+      }
+    }
+    PrintStream out =
+        new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+    out.print(json);
+    out.print('\n');
+    out.flush();
+    return 0;
+  }
+
+  /** Accepts a JDBC URI as is; turns PyIceberg's SQLAlchemy form sqlite:////abs into JDBC's. */
+  static String jdbcUri(String uri) {
+    if (uri.startsWith("jdbc:")) {
+      return uri;
+    }
+    if (uri.startsWith("sqlite:///")) {
+      return "jdbc:sqlite:" + uri.substring("sqlite:///".length());
+    }
+    return uri;
+  }
+
+  static TableIdentifier parseIdentifier(String name) throws UsageException {
+    String[] parts = name.split("\\.", -1);
+    if (parts.length < 2) {
+      throw new UsageException("--table must be NAMESPACE.NAME, got '" + name + "'");
+    }
+    for (String p : parts) {
+      if (p.isEmpty()) {
+        throw new UsageException("--table has an empty part: '" + name + "'");
+      }
+    }
+    return TableIdentifier.of(
+        Namespace.of(Arrays.copyOf(parts, parts.length - 1)), parts[parts.length - 1]);
+  }
+}
