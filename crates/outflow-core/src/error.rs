@@ -245,7 +245,11 @@ mod tests {
     fn retryable_follows_kind_unless_overridden() {
         assert!(Error::new(ErrorKind::Transient, "x").is_retryable());
         assert!(!Error::new(ErrorKind::InvalidInput, "x").is_retryable());
-        assert!(!Error::new(ErrorKind::Transient, "x").with_retryable(false).is_retryable());
+        assert!(
+            !Error::new(ErrorKind::Transient, "x")
+                .with_retryable(false)
+                .is_retryable()
+        );
     }
 
     #[test]
@@ -260,9 +264,6 @@ mod tests {
     fn invalid_config_names_the_field() {
         let err = Error::invalid_config("column_families", "must not be empty");
         assert_eq!(err.context_value("field"), Some("column_families"));
-        assert_eq!(
-            err.message(),
-            "column_families: must not be empty"
-        );
+        assert_eq!(err.message(), "column_families: must not be empty");
     }
 }

@@ -14,13 +14,20 @@ mod disposition;
 mod error;
 pub(crate) mod named;
 
+pub mod destination;
+pub mod duration;
 pub mod evolution;
+pub mod retry;
 pub mod schema;
 pub mod select;
+pub mod sink;
 
+pub use destination::{Destination, TableTemplate};
 pub use disposition::{CreateDisposition, WriteDisposition};
 pub use error::{Error, ErrorKind, Result};
 pub use evolution::{
-    EvolutionPlan, EvolutionPlanner, IncompatibleSchemaHandling, SchemaEvolutionConfig, SchemaEvolutionOption,
-    UnverifiableFileHandling,
+    EvolutionPlan, EvolutionPlanner, IncompatibleSchemaHandling, SchemaEvolutionConfig,
+    SchemaEvolutionOption, UnverifiableFileHandling,
 };
+pub use retry::RetryPolicy;
+pub use sink::{DestinationPlan, FailedRecord, PlannedAction, PrepareDestination, Sink, WriteResult};

@@ -23,34 +23,26 @@ named_enum! {
 
 named_enum! {
     /// What happens to inputs whose schema cannot fit the table under the options.
+    #[derive(Default)]
     pub enum IncompatibleSchemaHandling {
         /// Commit nothing; the error lists every incompatible input and why (the default).
+        #[default]
         Fail = "fail",
         /// Commit the compatible inputs; the others come back as errors with reasons.
         RouteToErrors = "route_to_errors" | "route",
     }
 }
 
-impl Default for IncompatibleSchemaHandling {
-    fn default() -> Self {
-        IncompatibleSchemaHandling::Fail
-    }
-}
-
 named_enum! {
     /// What happens to inputs whose statistics cannot prove what a rule needs (for example
     /// zero nulls in a pinned column of a file without null counts).
+    #[derive(Default)]
     pub enum UnverifiableFileHandling {
         /// Treat them as incompatible (the default).
+        #[default]
         Reject = "reject",
         /// Trust them: take the unproven column as free of nulls.
         Accept = "accept",
-    }
-}
-
-impl Default for UnverifiableFileHandling {
-    fn default() -> Self {
-        UnverifiableFileHandling::Reject
     }
 }
 
@@ -227,7 +219,10 @@ impl SchemaEvolutionConfigBuilder {
 /// Checks a dotted column path: non-blank, no empty segment.
 pub fn validate_column_path(path: &str) -> Result<()> {
     if path.trim().is_empty() {
-        return Err(Error::invalid_config("required_columns", "a column path is blank"));
+        return Err(Error::invalid_config(
+            "required_columns",
+            "a column path is blank",
+        ));
     }
     if path.split('.').any(|s| s.trim().is_empty()) {
         return Err(Error::invalid_config(
@@ -312,7 +307,9 @@ mod tests {
             .dry_run(true)
             .build()
             .unwrap();
-        assert!(c.allows(AllowFieldAddition) && c.allows(AllowFieldRelaxation) && c.allows(AllowTypePromotion));
+        assert!(
+            c.allows(AllowFieldAddition) && c.allows(AllowFieldRelaxation) && c.allows(AllowTypePromotion)
+        );
         assert_eq!(c.required_columns(), ["id", "addresses.element.city"]);
         assert!(c.is_required_column("addresses.element.city"));
         assert_eq!(c.on_incompatible(), IncompatibleSchemaHandling::RouteToErrors);
@@ -322,14 +319,20 @@ mod tests {
 
     #[test]
     fn settings_without_an_option_are_rejected_by_name() {
-        let err = SchemaEvolutionConfig::builder().required_column("id").build().unwrap_err();
+        let err = SchemaEvolutionConfig::builder()
+            .required_column("id")
+            .build()
+            .unwrap_err();
         assert_eq!(err.context_value("field"), Some("required_columns"));
         let err = SchemaEvolutionConfig::builder()
             .on_unverifiable(UnverifiableFileHandling::Accept)
             .dry_run(false)
             .build()
             .unwrap_err();
-        assert!(err.to_string().contains("on_unverifiable, dry_run given without"), "{err}");
+        assert!(
+            err.to_string().contains("on_unverifiable, dry_run given without"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -348,7 +351,10 @@ mod tests {
     fn serde_round_trip() {
         let configs = [
             SchemaEvolutionConfig::disabled(),
-            SchemaEvolutionConfig::builder().allow(AllowTypePromotion).build().unwrap(),
+            SchemaEvolutionConfig::builder()
+                .allow(AllowTypePromotion)
+                .build()
+                .unwrap(),
             SchemaEvolutionConfig::builder()
                 .allow_all([AllowFieldAddition, AllowFieldRelaxation])
                 .required_column("attrs.value.score")
@@ -360,9 +366,17 @@ mod tests {
         ];
         for c in configs {
             let json = serde_json::to_string(&c).unwrap();
-            assert_eq!(serde_json::from_str::<SchemaEvolutionConfig>(&json).unwrap(), c, "{json}");
+            assert_eq!(
+                serde_json::from_str::<SchemaEvolutionConfig>(&json).unwrap(),
+                c,
+                "{json}"
+            );
             let yaml = serde_yaml_ng::to_string(&c).unwrap();
-            assert_eq!(serde_yaml_ng::from_str::<SchemaEvolutionConfig>(&yaml).unwrap(), c, "{yaml}");
+            assert_eq!(
+                serde_yaml_ng::from_str::<SchemaEvolutionConfig>(&yaml).unwrap(),
+                c,
+                "{yaml}"
+            );
         }
     }
 
@@ -372,7 +386,10 @@ mod tests {
         let c: SchemaEvolutionConfig = serde_yaml_ng::from_str(yaml).unwrap();
         assert!(c.allows(AllowFieldAddition) && c.allows(AllowTypePromotion));
         let err = serde_yaml_ng::from_str::<SchemaEvolutionConfig>("required_columns: [id]\n").unwrap_err();
-        assert!(err.to_string().contains("without any schema evolution option"), "{err}");
+        assert!(
+            err.to_string().contains("without any schema evolution option"),
+            "{err}"
+        );
         let err = serde_yaml_ng::from_str::<SchemaEvolutionConfig>("optoins: []\n").unwrap_err();
         assert!(err.to_string().contains("optoins"), "{err}");
     }

@@ -163,7 +163,9 @@ impl EvolutionPlan {
             };
             let what = match (&change.from, &change.to) {
                 (None, Some(to)) => to.clone(),
-                (Some(from), Some(to)) if change.kind == ChangeKind::Conflict => format!("table {from}, input {to}"),
+                (Some(from), Some(to)) if change.kind == ChangeKind::Conflict => {
+                    format!("table {from}, input {to}")
+                }
                 (Some(from), Some(to)) => format!("{from} -> {to}"),
                 (Some(from), None) => from.clone(),
                 (None, None) => String::new(),

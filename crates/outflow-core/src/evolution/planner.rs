@@ -21,11 +21,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::options::{SchemaEvolutionConfig, SchemaEvolutionOption};
 use super::plan::{ChangeKind, EvolutionPlan, InputVerdict, Reason, SchemaChange, Verdict};
+use crate::UnverifiableFileHandling;
 use crate::schema::{
     DataType, Field, InputSchema, LIST_ELEMENT, MAP_KEY, MAP_VALUE, MappedField, NameMapping, NullCount,
     PrimitiveType, Schema, join_path,
 };
-use crate::UnverifiableFileHandling;
+
+/// A change's identity while the plan is assembled: path, kind, from, to, applied.
+type ChangeKey = (String, ChangeKind, Option<String>, Option<String>, bool);
 
 /// Plans schema evolution for windows of inputs against one table.
 #[derive(Clone, Debug)]
@@ -93,7 +96,13 @@ impl<'a> EvolutionPlanner<'a> {
         }
     }
 
-    fn plan_against(&self, table: &Schema, creating: bool, inputs: &[InputSchema], order: &[usize]) -> EvolutionPlan {
+    fn plan_against(
+        &self,
+        table: &Schema,
+        creating: bool,
+        inputs: &[InputSchema],
+        order: &[usize],
+    ) -> EvolutionPlan {
         let config = self.config;
         let mapping: &[MappedField] = self.name_mapping.map(|m| m.fields.as_slice()).unwrap_or(&[]);
 
@@ -124,7 +133,12 @@ impl<'a> EvolutionPlanner<'a> {
                         path: add.path.clone(),
                         message: "the table has no such column and field addition is not allowed".into(),
                     });
-                    a.refused.push((ChangeKind::Addition, add.path.clone(), None, Some(add.field.data_type.to_string())));
+                    a.refused.push((
+                        ChangeKind::Addition,
+                        add.path.clone(),
+                        None,
+                        Some(add.field.data_type.to_string()),
+                    ));
                 }
             }
         }
@@ -175,8 +189,7 @@ impl<'a> EvolutionPlanner<'a> {
 
         // Pass 3: apply the survivors' needs.
         let mut schema = table.clone();
-        let mut changes: BTreeMap<(String, ChangeKind, Option<String>, Option<String>, bool), BTreeSet<usize>> =
-            BTreeMap::new();
+        let mut changes: BTreeMap<ChangeKey, BTreeSet<usize>> = BTreeMap::new();
         let mut relax: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
         let mut promote: BTreeMap<String, (PrimitiveType, PrimitiveType, BTreeSet<usize>)> = BTreeMap::new();
         for &i in &alive {
@@ -185,7 +198,9 @@ impl<'a> EvolutionPlanner<'a> {
                 relax.entry(path.clone()).or_default().insert(i);
             }
             for (path, (from, to)) in &a.promotions {
-                let entry = promote.entry(path.clone()).or_insert((*from, *to, BTreeSet::new()));
+                let entry = promote
+                    .entry(path.clone())
+                    .or_insert((*from, *to, BTreeSet::new()));
                 if entry.1.widens_to(*to) {
                     entry.1 = *to;
                 }
@@ -196,7 +211,13 @@ impl<'a> EvolutionPlanner<'a> {
             set_optional(&mut schema, path);
             if !creating {
                 changes.insert(
-                    (path.clone(), ChangeKind::Relaxation, Some("required".into()), Some("optional".into()), true),
+                    (
+                        path.clone(),
+                        ChangeKind::Relaxation,
+                        Some("required".into()),
+                        Some("optional".into()),
+                        true,
+                    ),
                     inputs.clone(),
                 );
             }
@@ -205,7 +226,13 @@ impl<'a> EvolutionPlanner<'a> {
             set_type(&mut schema, path, *to);
             if !creating {
                 changes.insert(
-                    (path.clone(), ChangeKind::Promotion, Some(from.to_string()), Some(to.to_string()), true),
+                    (
+                        path.clone(),
+                        ChangeKind::Promotion,
+                        Some(from.to_string()),
+                        Some(to.to_string()),
+                        true,
+                    ),
                     inputs.clone(),
                 );
             }
@@ -227,7 +254,13 @@ impl<'a> EvolutionPlanner<'a> {
                 .collect();
             if !creating {
                 changes.insert(
-                    (path.clone(), ChangeKind::Addition, None, Some(u.field.data_type.to_string()), true),
+                    (
+                        path.clone(),
+                        ChangeKind::Addition,
+                        None,
+                        Some(u.field.data_type.to_string()),
+                        true,
+                    ),
                     having,
                 );
             }
@@ -235,7 +268,13 @@ impl<'a> EvolutionPlanner<'a> {
         if creating {
             for f in &schema.fields {
                 changes.insert(
-                    (f.name.clone(), ChangeKind::Addition, None, Some(f.data_type.to_string()), true),
+                    (
+                        f.name.clone(),
+                        ChangeKind::Addition,
+                        None,
+                        Some(f.data_type.to_string()),
+                        true,
+                    ),
                     alive.clone(),
                 );
             }
@@ -258,9 +297,19 @@ impl<'a> EvolutionPlanner<'a> {
                 v.reasons = a.unverifiable.clone();
                 v.needs = a.needs();
                 if creating {
-                    v.needs.insert(0, Reason { path: String::new(), message: "creates the table".into() });
+                    v.needs.insert(
+                        0,
+                        Reason {
+                            path: String::new(),
+                            message: "creates the table".into(),
+                        },
+                    );
                 }
-                v.verdict = if v.needs.is_empty() { Verdict::Fits } else { Verdict::FitsAfterEvolution };
+                v.verdict = if v.needs.is_empty() {
+                    Verdict::Fits
+                } else {
+                    Verdict::FitsAfterEvolution
+                };
                 continue;
             }
             v.reasons = a.incompatible.clone();
@@ -271,9 +320,18 @@ impl<'a> EvolutionPlanner<'a> {
                     .insert(i);
             }
             for loss in union_losses.get(&i).into_iter().flatten() {
-                v.reasons.push(Reason { path: loss.path.clone(), message: loss.message.clone() });
+                v.reasons.push(Reason {
+                    path: loss.path.clone(),
+                    message: loss.message.clone(),
+                });
                 changes
-                    .entry((loss.path.clone(), ChangeKind::Conflict, Some(loss.chosen.clone()), Some(loss.theirs.clone()), false))
+                    .entry((
+                        loss.path.clone(),
+                        ChangeKind::Conflict,
+                        Some(loss.chosen.clone()),
+                        Some(loss.theirs.clone()),
+                        false,
+                    ))
                     .or_default()
                     .insert(i);
             }
@@ -297,7 +355,11 @@ impl<'a> EvolutionPlanner<'a> {
                 inputs: inputs.into_iter().collect(),
             })
             .collect();
-        let schema = if creating && alive.is_empty() { None } else { Some(schema) };
+        let schema = if creating && alive.is_empty() {
+            None
+        } else {
+            Some(schema)
+        };
         EvolutionPlan {
             current: if creating { None } else { Some(table.clone()) },
             schema,
@@ -337,7 +399,6 @@ impl<'a> EvolutionPlanner<'a> {
             .collect()
     }
 }
-
 
 /// A column an input has and the table lacks.
 #[derive(Clone, Debug)]
@@ -398,7 +459,11 @@ enum Evidence {
 fn evidence(input: &InputSchema, input_path: &str, field: &Field, under_container: bool) -> Evidence {
     if under_container {
         // Null counts of repeated leaves mix levels; the declaration is all we can trust.
-        return if field.required { Evidence::NoNulls } else { Evidence::Nulls(None) };
+        return if field.required {
+            Evidence::NoNulls
+        } else {
+            Evidence::Nulls(None)
+        };
     }
     match input.null_count(input_path) {
         NullCount::Known(0) => Evidence::NoNulls,
@@ -443,7 +508,10 @@ impl Compare<'_> {
                     let first = matched[t].map(|f| f.name.as_str()).unwrap_or_default();
                     self.incompatible(
                         &path,
-                        format!("input columns {first} and {} both resolve to this column", field.name),
+                        format!(
+                            "input columns {first} and {} both resolve to this column",
+                            field.name
+                        ),
                     );
                 }
                 None => self.out.additions.push(Addition {
@@ -471,7 +539,9 @@ impl Compare<'_> {
 
     fn matching(&self, table_fields: &[Field], mapping: &[MappedField], field: &Field) -> Option<usize> {
         if self.use_ids {
-            return table_fields.iter().position(|t| t.id.is_some() && t.id == field.id);
+            return table_fields
+                .iter()
+                .position(|t| t.id.is_some() && t.id == field.id);
         }
         NameMapping::lookup(mapping, &field.name)
             .and_then(|id| table_fields.iter().position(|t| t.id == Some(id)))
@@ -482,7 +552,10 @@ impl Compare<'_> {
         if self.config.is_required_column(path) {
             self.incompatible(path, "the input lacks this required (pinned) column".into());
         } else if table_field.required {
-            self.need_relaxation(path, "the input lacks the column, so its rows would read null".into());
+            self.need_relaxation(
+                path,
+                "the input lacks the column, so its rows would read null".into(),
+            );
         }
     }
 
@@ -510,7 +583,10 @@ impl Compare<'_> {
                 self.level(table, mapping, input, path, input_path, under);
             }
             (DataType::List { list: table }, DataType::List { list: input }) => {
-                let children = table.id.map(|id| NameMapping::children(mapping, id)).unwrap_or(&[]);
+                let children = table
+                    .id
+                    .map(|id| NameMapping::children(mapping, id))
+                    .unwrap_or(&[]);
                 self.field(
                     table,
                     input,
@@ -521,16 +597,33 @@ impl Compare<'_> {
                 );
             }
             (DataType::Map { map: table }, DataType::Map { map: input }) => {
-                for (t, i, segment) in [(&table.key, &input.key, MAP_KEY), (&table.value, &input.value, MAP_VALUE)] {
+                for (t, i, segment) in [
+                    (&table.key, &input.key, MAP_KEY),
+                    (&table.value, &input.value, MAP_VALUE),
+                ] {
                     let children = t.id.map(|id| NameMapping::children(mapping, id)).unwrap_or(&[]);
-                    self.field(t, i, children, &join_path(path, segment), &join_path(input_path, segment), true);
+                    self.field(
+                        t,
+                        i,
+                        children,
+                        &join_path(path, segment),
+                        &join_path(input_path, segment),
+                        true,
+                    );
                 }
             }
             (table, input) => self.conflict(path, table.to_string(), input.to_string()),
         }
     }
 
-    fn nullability(&mut self, table_field: &Field, input_field: &Field, path: &str, input_path: &str, under: bool) {
+    fn nullability(
+        &mut self,
+        table_field: &Field,
+        input_field: &Field,
+        path: &str,
+        input_path: &str,
+        under: bool,
+    ) {
         let pinned = self.config.is_required_column(path);
         if !pinned && !table_field.required {
             return;
@@ -538,7 +631,10 @@ impl Compare<'_> {
         match evidence(self.input, input_path, input_field, under) {
             Evidence::NoNulls => {}
             Evidence::Nulls(count) if pinned => {
-                self.incompatible(path, format!("required (pinned) column, but {}", describe_nulls(count)));
+                self.incompatible(
+                    path,
+                    format!("required (pinned) column, but {}", describe_nulls(count)),
+                );
             }
             Evidence::Nulls(count) => self.need_relaxation(path, describe_nulls(count)),
             Evidence::Unknown => self.unproven(path, pinned),
@@ -553,7 +649,11 @@ impl Compare<'_> {
                 .insert(path.to_string(), "the input carries no null count for it".into());
             return;
         }
-        let what = if pinned { "required (pinned) column" } else { "required column" };
+        let what = if pinned {
+            "required (pinned) column"
+        } else {
+            "required column"
+        };
         self.out.unverifiable.push(Reason {
             path: path.to_string(),
             message: format!("{what}, and the input carries no null count proving it free of nulls"),
@@ -566,19 +666,24 @@ impl Compare<'_> {
             let rest = if path == add.path {
                 Some("")
             } else {
-                path.strip_prefix(add.path.as_str()).filter(|r| r.starts_with('.'))
+                path.strip_prefix(add.path.as_str())
+                    .filter(|r| r.starts_with('.'))
             }?;
             Some(format!("{}{rest}", add.input_path))
         });
         let located = found.and_then(|input_path| {
-            field_at_tracking_containers(&self.input.schema, &input_path).map(|(f, under)| (input_path, f.clone(), under))
+            field_at_tracking_containers(&self.input.schema, &input_path)
+                .map(|(f, under)| (input_path, f.clone(), under))
         });
         match located {
             None => self.incompatible(path, "the input lacks this required (pinned) column".into()),
             Some((input_path, field, under)) => match evidence(self.input, &input_path, &field, under) {
                 Evidence::NoNulls => {}
                 Evidence::Nulls(count) => {
-                    self.incompatible(path, format!("required (pinned) column, but {}", describe_nulls(count)));
+                    self.incompatible(
+                        path,
+                        format!("required (pinned) column, but {}", describe_nulls(count)),
+                    );
                 }
                 Evidence::Unknown => self.unproven(path, true),
             },
@@ -589,7 +694,10 @@ impl Compare<'_> {
         if self.config.allows(SchemaEvolutionOption::AllowFieldRelaxation) {
             self.out.relaxations.insert(path.to_string(), why);
         } else {
-            self.incompatible(path, format!("required in the table, but {why}; field relaxation is not allowed"));
+            self.incompatible(
+                path,
+                format!("required in the table, but {why}; field relaxation is not allowed"),
+            );
             self.out.refused.push((
                 ChangeKind::Relaxation,
                 path.to_string(),
@@ -607,14 +715,20 @@ impl Compare<'_> {
                 path,
                 format!("the table has {from}, the input the wider {to}; type promotion is not allowed"),
             );
-            self.out
-                .refused
-                .push((ChangeKind::Promotion, path.to_string(), Some(from.to_string()), Some(to.to_string())));
+            self.out.refused.push((
+                ChangeKind::Promotion,
+                path.to_string(),
+                Some(from.to_string()),
+                Some(to.to_string()),
+            ));
         }
     }
 
     fn conflict(&mut self, path: &str, table: String, input: String) {
-        self.incompatible(path, format!("the table has {table}, the input {input}; no option allows that change"));
+        self.incompatible(
+            path,
+            format!("the table has {table}, the input {input}; no option allows that change"),
+        );
         self.out
             .refused
             .push((ChangeKind::Conflict, path.to_string(), Some(table), Some(input)));
@@ -635,7 +749,11 @@ fn field_at_tracking_containers<'s>(schema: &'s Schema, path: &str) -> Option<(&
     let mut under = false;
     for segment in segments {
         under |= field.data_type.is_container();
-        field = field.data_type.children().into_iter().find(|c| c.name == segment)?;
+        field = field
+            .data_type
+            .children()
+            .into_iter()
+            .find(|c| c.name == segment)?;
     }
     Some((field, under))
 }
@@ -710,7 +828,10 @@ fn union_field(
     };
     let data_type = match &winners[0].1.data_type {
         DataType::Primitive(_) => {
-            let types: BTreeSet<PrimitiveType> = winners.iter().filter_map(|(_, f)| f.data_type.as_primitive()).collect();
+            let types: BTreeSet<PrimitiveType> = winners
+                .iter()
+                .filter_map(|(_, f)| f.data_type.as_primitive())
+                .collect();
             let chosen = *types
                 .iter()
                 .max_by_key(|c| {
@@ -751,9 +872,21 @@ fn union_field(
             for child in names {
                 let sub: Vec<(usize, &Field)> = winners
                     .iter()
-                    .filter_map(|(i, f)| f.data_type.children().into_iter().find(|c| c.name == child).map(|c| (*i, c)))
+                    .filter_map(|(i, f)| {
+                        f.data_type
+                            .children()
+                            .into_iter()
+                            .find(|c| c.name == child)
+                            .map(|c| (*i, c))
+                    })
                     .collect();
-                fields.push(merge(union_field(&join_path(path, child), child, &sub, config, creating)));
+                fields.push(merge(union_field(
+                    &join_path(path, child),
+                    child,
+                    &sub,
+                    config,
+                    creating,
+                )));
             }
             DataType::Struct { fields }
         }
@@ -762,16 +895,39 @@ fn union_field(
                 .iter()
                 .map(|(i, f)| (*i, f.data_type.children()[0]))
                 .collect();
-            let element = merge(union_field(&join_path(path, LIST_ELEMENT), LIST_ELEMENT, &sub, config, creating));
-            DataType::List { list: Box::new(element) }
+            let element = merge(union_field(
+                &join_path(path, LIST_ELEMENT),
+                LIST_ELEMENT,
+                &sub,
+                config,
+                creating,
+            ));
+            DataType::List {
+                list: Box::new(element),
+            }
         }
         DataType::Map { .. } => {
             let part = |k: usize| -> Vec<(usize, &Field)> {
-                winners.iter().map(|(i, f)| (*i, f.data_type.children()[k])).collect()
+                winners
+                    .iter()
+                    .map(|(i, f)| (*i, f.data_type.children()[k]))
+                    .collect()
             };
-            let mut key = merge(union_field(&join_path(path, MAP_KEY), MAP_KEY, &part(0), config, creating));
+            let mut key = merge(union_field(
+                &join_path(path, MAP_KEY),
+                MAP_KEY,
+                &part(0),
+                config,
+                creating,
+            ));
             key.required = true;
-            let value = merge(union_field(&join_path(path, MAP_VALUE), MAP_VALUE, &part(1), config, creating));
+            let value = merge(union_field(
+                &join_path(path, MAP_VALUE),
+                MAP_VALUE,
+                &part(1),
+                config,
+                creating,
+            ));
             DataType::Map {
                 map: Box::new(crate::schema::MapFields { key, value }),
             }
@@ -850,7 +1006,11 @@ fn field_at_mut<'s>(schema: &'s mut Schema, path: &str) -> Option<&'s mut Field>
     let first = segments.next()?;
     let mut field = schema.fields.iter_mut().find(|f| f.name == first)?;
     for segment in segments {
-        field = field.data_type.children_mut().into_iter().find(|c| c.name == segment)?;
+        field = field
+            .data_type
+            .children_mut()
+            .into_iter()
+            .find(|c| c.name == segment)?;
     }
     Some(field)
 }
@@ -877,7 +1037,8 @@ fn insert_field(schema: &mut Schema, path: &str, field: Field) {
     match path.rsplit_once('.') {
         None => schema.fields.push(field),
         Some((parent, _)) => {
-            if let Some(DataType::Struct { fields }) = field_at_mut(schema, parent).map(|p| &mut p.data_type) {
+            if let Some(DataType::Struct { fields }) = field_at_mut(schema, parent).map(|p| &mut p.data_type)
+            {
                 fields.push(field);
             }
         }

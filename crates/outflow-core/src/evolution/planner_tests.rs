@@ -7,7 +7,10 @@ use crate::evolution::{IncompatibleSchemaHandling, SchemaEvolutionOption::*};
 use crate::schema::{DataType, Field, InputSchema, NameMapping, PrimitiveType::*, Schema};
 
 fn config(options: &[SchemaEvolutionOption]) -> SchemaEvolutionConfig {
-    SchemaEvolutionConfig::builder().allow_all(options.iter().copied()).build().unwrap()
+    SchemaEvolutionConfig::builder()
+        .allow_all(options.iter().copied())
+        .build()
+        .unwrap()
 }
 
 fn pinned(options: &[SchemaEvolutionOption], paths: &[&str]) -> SchemaEvolutionConfig {
@@ -49,7 +52,11 @@ fn applied(p: &EvolutionPlan) -> Vec<(ChangeKind, &str)> {
 }
 
 fn new_field<'p>(p: &'p EvolutionPlan, path: &str) -> &'p Field {
-    p.schema.as_ref().unwrap().field_at(path).unwrap_or_else(|| panic!("no {path} in {:?}", p.schema))
+    p.schema
+        .as_ref()
+        .unwrap()
+        .field_at(path)
+        .unwrap_or_else(|| panic!("no {path} in {:?}", p.schema))
 }
 
 // Rule 5: outside lists and maps, statistics beat declarations.
@@ -68,18 +75,32 @@ fn zero_null_footer_beats_declared_optional_outside_lists() {
 
 #[test]
 fn declared_optional_under_a_list_needs_relaxation_despite_zero_nulls() {
-    let t = table(vec![Field::optional("l", DataType::list(Field::required("element", Long)))]);
-    let i = input(vec![Field::optional("l", DataType::list(Field::optional("element", Long)))])
-        .with_null_count("l", 0)
-        .with_null_count("l.element", 0);
-    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), std::slice::from_ref(&i));
+    let t = table(vec![Field::optional(
+        "l",
+        DataType::list(Field::required("element", Long)),
+    )]);
+    let i = input(vec![Field::optional(
+        "l",
+        DataType::list(Field::optional("element", Long)),
+    )])
+    .with_null_count("l", 0)
+    .with_null_count("l.element", 0);
+    let p = plan(
+        Some(&t),
+        &config(&[AllowFieldRelaxation]),
+        std::slice::from_ref(&i),
+    );
     assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution]);
     assert_eq!(applied(&p), [(ChangeKind::Relaxation, "l.element")]);
     assert!(!new_field(&p, "l.element").required);
 
     let p = plan(Some(&t), &config(&[AllowFieldAddition]), &[i]);
     assert_eq!(verdicts(&p), [Verdict::Incompatible]);
-    assert!(p.verdicts[0].reasons[0].message.contains("optional under a list or map"));
+    assert!(
+        p.verdicts[0].reasons[0]
+            .message
+            .contains("optional under a list or map")
+    );
     assert!(new_field(&p, "l.element").required);
 }
 
@@ -103,7 +124,11 @@ fn nulls_in_a_required_column_relax_it_only_when_allowed() {
     let i = input(vec![Field::optional("id", Long), Field::optional("name", String)])
         .with_null_count("id", 0)
         .with_null_count("name", 2);
-    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), std::slice::from_ref(&i));
+    let p = plan(
+        Some(&t),
+        &config(&[AllowFieldRelaxation]),
+        std::slice::from_ref(&i),
+    );
     assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution]);
     assert_eq!(applied(&p), [(ChangeKind::Relaxation, "name")]);
     assert!(!new_field(&p, "name").required);
@@ -123,7 +148,11 @@ fn nulls_in_a_required_column_relax_it_only_when_allowed() {
 fn an_input_lacking_a_required_column_needs_relaxation() {
     let t = table(vec![Field::required("id", Long), Field::required("name", String)]);
     let i = input(vec![Field::required("id", Long)]);
-    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), std::slice::from_ref(&i));
+    let p = plan(
+        Some(&t),
+        &config(&[AllowFieldRelaxation]),
+        std::slice::from_ref(&i),
+    );
     assert_eq!(applied(&p), [(ChangeKind::Relaxation, "name")]);
     let p = plan(Some(&t), &config(&[]), &[i]);
     assert_eq!(verdicts(&p), [Verdict::Incompatible]);
@@ -134,7 +163,11 @@ fn an_input_lacking_a_required_column_needs_relaxation() {
 fn missing_null_count_relaxes_when_allowed_and_is_unverifiable_otherwise() {
     let t = table(vec![Field::required("id", Long)]);
     let i = input(vec![Field::optional("id", Long)]);
-    let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), std::slice::from_ref(&i));
+    let p = plan(
+        Some(&t),
+        &config(&[AllowFieldRelaxation]),
+        std::slice::from_ref(&i),
+    );
     assert_eq!(applied(&p), [(ChangeKind::Relaxation, "id")]);
     assert!(p.verdicts[0].needs[0].message.contains("no null count"));
 
@@ -153,7 +186,11 @@ fn missing_null_count_relaxes_when_allowed_and_is_unverifiable_otherwise() {
 #[test]
 fn a_required_declaration_without_statistics_proves_no_nulls() {
     let t = table(vec![Field::required("id", Long)]);
-    let p = plan(Some(&t), &config(&[]), &[input(vec![Field::required("id", Long)])]);
+    let p = plan(
+        Some(&t),
+        &config(&[]),
+        &[input(vec![Field::required("id", Long)])],
+    );
     assert_eq!(verdicts(&p), [Verdict::Fits]);
 }
 
@@ -163,7 +200,10 @@ fn a_required_declaration_without_statistics_proves_no_nulls() {
 fn pinned_column_with_nulls_is_incompatible_whatever_the_options() {
     let t = table(vec![Field::required("id", Long)]);
     let i = input(vec![Field::optional("id", Long)]).with_null_count("id", 3);
-    let c = pinned(&[AllowFieldAddition, AllowFieldRelaxation, AllowTypePromotion], &["id"]);
+    let c = pinned(
+        &[AllowFieldAddition, AllowFieldRelaxation, AllowTypePromotion],
+        &["id"],
+    );
     let p = plan(Some(&t), &c, &[i]);
     assert_eq!(verdicts(&p), [Verdict::Incompatible]);
     assert!(p.verdicts[0].reasons[0].message.contains("pinned"));
@@ -218,7 +258,11 @@ fn pinned_path_through_a_list_takes_the_declaration() {
     };
     let t = table(vec![element(true)]);
     let c = pinned(&[AllowFieldRelaxation], &["addresses.element.city"]);
-    let p = plan(Some(&t), &c, &[input(vec![element(true)]), input(vec![element(false)])]);
+    let p = plan(
+        Some(&t),
+        &c,
+        &[input(vec![element(true)]), input(vec![element(false)])],
+    );
     assert_eq!(verdicts(&p), [Verdict::Fits, Verdict::Incompatible]);
     assert_eq!(p.verdicts[1].reasons[0].path, "addresses.element.city");
 }
@@ -233,7 +277,10 @@ fn two_inputs_disagreeing_on_a_new_column_get_the_widest() {
     let p = plan(Some(&t), &config(&[AllowFieldAddition]), &[a, b]);
     assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution; 2]);
     let n = new_field(&p, "n");
-    assert_eq!((n.data_type.clone(), n.required, n.id), (Long.into(), false, Some(2)));
+    assert_eq!(
+        (n.data_type.clone(), n.required, n.id),
+        (Long.into(), false, Some(2))
+    );
     assert_eq!(applied(&p), [(ChangeKind::Addition, "n")]);
     assert_eq!(p.changes[0].inputs, [0, 1]);
 }
@@ -249,21 +296,37 @@ fn an_input_whose_new_column_cannot_widen_is_incompatible_not_the_window() {
     );
     assert_eq!(
         verdicts(&p),
-        [Verdict::FitsAfterEvolution, Verdict::Incompatible, Verdict::FitsAfterEvolution]
+        [
+            Verdict::FitsAfterEvolution,
+            Verdict::Incompatible,
+            Verdict::FitsAfterEvolution
+        ]
     );
     assert_eq!(new_field(&p, "n").data_type, Long.into());
     let reason = &p.verdicts[1].reasons[0];
     assert_eq!(reason.path, "n");
-    assert!(reason.message.contains("string") && reason.message.contains("long"), "{reason}");
+    assert!(
+        reason.message.contains("string") && reason.message.contains("long"),
+        "{reason}"
+    );
     let conflict = p.changes.iter().find(|c| c.kind == ChangeKind::Conflict).unwrap();
-    assert_eq!((conflict.inputs.as_slice(), conflict.applied), (&[1usize][..], false));
+    assert_eq!(
+        (conflict.inputs.as_slice(), conflict.applied),
+        (&[1usize][..], false)
+    );
 }
 
 #[test]
 fn additions_are_optional_at_every_nesting_level() {
     let t = table(vec![
         Field::required("s", DataType::structure(vec![Field::required("a", Int)])),
-        Field::optional("l", DataType::list(Field::required("element", DataType::structure(vec![Field::required("x", Int)])))),
+        Field::optional(
+            "l",
+            DataType::list(Field::required(
+                "element",
+                DataType::structure(vec![Field::required("x", Int)]),
+            )),
+        ),
         Field::optional(
             "m",
             DataType::map(
@@ -341,18 +404,31 @@ fn table_creation_from_the_union_keeps_pinned_columns_required() {
     assert!(p.creates_table);
     assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution; 2]);
     let s = p.schema.as_ref().unwrap();
-    assert_eq!(s.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["id", "a", "b"]);
+    assert_eq!(
+        s.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+        ["id", "a", "b"]
+    );
     assert_eq!(s.field("id").unwrap().data_type, Long.into());
     assert!(s.field("id").unwrap().required);
     assert!(!s.field("a").unwrap().required && !s.field("b").unwrap().required);
-    assert_eq!(s.fields.iter().map(|f| f.id.unwrap()).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(
+        s.fields.iter().map(|f| f.id.unwrap()).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
 }
 
 #[test]
 fn a_pinned_column_new_to_an_existing_table_is_added_optional() {
     let t = table(vec![Field::required("id", Long)]);
     let c = pinned(&[AllowFieldAddition], &["key"]);
-    let p = plan(Some(&t), &c, &[input(vec![Field::required("id", Long), Field::required("key", String)])]);
+    let p = plan(
+        Some(&t),
+        &c,
+        &[input(vec![
+            Field::required("id", Long),
+            Field::required("key", String),
+        ])],
+    );
     assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution]);
     assert!(!new_field(&p, "key").required);
 }
@@ -363,7 +439,11 @@ fn creation_without_field_addition_uses_the_common_schema() {
     let p = plan(
         None,
         &config(&[]),
-        &[input(s1.clone()), input(vec![Field::required("id", Long)]), input(s1)],
+        &[
+            input(s1.clone()),
+            input(vec![Field::required("id", Long)]),
+            input(s1),
+        ],
     );
     assert!(p.creates_table);
     assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution; 3]);
@@ -382,13 +462,20 @@ fn promotion_widens_when_allowed_and_narrower_inputs_need_nothing() {
     let p = plan(Some(&t), &config(&[AllowTypePromotion]), std::slice::from_ref(&i));
     assert_eq!(applied(&p), [(ChangeKind::Promotion, "n")]);
     let change = &p.changes[0];
-    assert_eq!((change.from.as_deref(), change.to.as_deref()), (Some("int"), Some("long")));
+    assert_eq!(
+        (change.from.as_deref(), change.to.as_deref()),
+        (Some("int"), Some("long"))
+    );
     assert_eq!(new_field(&p, "n").data_type, Long.into());
     assert_eq!(new_field(&p, "n").id, t.field("n").unwrap().id);
 
     let p = plan(Some(&t), &config(&[AllowFieldAddition]), &[i]);
     assert_eq!(verdicts(&p), [Verdict::Incompatible]);
-    assert!(p.verdicts[0].reasons[0].message.contains("type promotion is not allowed"));
+    assert!(
+        p.verdicts[0].reasons[0]
+            .message
+            .contains("type promotion is not allowed")
+    );
 }
 
 #[test]
@@ -397,7 +484,10 @@ fn decimal_precision_promotes_at_the_same_scale() {
     let p = plan(
         Some(&t),
         &config(&[AllowTypePromotion]),
-        &[input(vec![Field::required("d", dec(12, 2))]), input(vec![Field::required("d", dec(14, 2))])],
+        &[
+            input(vec![Field::required("d", dec(12, 2))]),
+            input(vec![Field::required("d", dec(14, 2))]),
+        ],
     );
     assert_eq!(verdicts(&p), [Verdict::FitsAfterEvolution; 2]);
     assert_eq!(new_field(&p, "d").data_type, dec(14, 2).into());
@@ -430,7 +520,12 @@ fn string_against_int_and_struct_against_list_conflict() {
     ]);
     let p = plan(Some(&t), &all, &[i]);
     assert_eq!(verdicts(&p), [Verdict::Incompatible]);
-    let conflicts: Vec<&str> = p.changes.iter().filter(|c| c.kind == ChangeKind::Conflict).map(|c| c.path.as_str()).collect();
+    let conflicts: Vec<&str> = p
+        .changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Conflict)
+        .map(|c| c.path.as_str())
+        .collect();
     assert_eq!(conflicts, ["n", "s"]);
     assert_eq!(p.verdicts[0].reasons.len(), 2);
 }
@@ -440,8 +535,12 @@ fn string_against_int_and_struct_against_list_conflict() {
 #[test]
 fn one_refused_change_keeps_the_inputs_allowed_changes_out() {
     let t = table(vec![Field::required("id", Long), Field::required("name", String)]);
-    let bad = input(vec![Field::required("id", Long), Field::optional("name", String), Field::optional("x", Int)])
-        .with_null_count("name", 1);
+    let bad = input(vec![
+        Field::required("id", Long),
+        Field::optional("name", String),
+        Field::optional("x", Int),
+    ])
+    .with_null_count("name", 1);
     let p = plan(Some(&t), &config(&[AllowFieldRelaxation]), &[bad]);
     assert_eq!(verdicts(&p), [Verdict::Incompatible]);
     assert!(!p.changes_schema(), "{p}");
@@ -451,7 +550,10 @@ fn one_refused_change_keeps_the_inputs_allowed_changes_out() {
 #[test]
 fn route_to_errors_and_fail_see_the_same_plan() {
     let t = table(vec![Field::required("id", Long)]);
-    let inputs = [input(vec![Field::required("id", Long)]), input(vec![Field::required("id", String)])];
+    let inputs = [
+        input(vec![Field::required("id", Long)]),
+        input(vec![Field::required("id", String)]),
+    ];
     let fail = config(&[AllowFieldAddition]);
     let route = SchemaEvolutionConfig::builder()
         .allow(AllowFieldAddition)
@@ -470,11 +572,20 @@ fn inputs_with_agreeing_ids_match_by_id_across_a_rename() {
     let mut old = t.clone();
     old.fields[1].name = "original".into();
     let mapping = NameMapping {
-        fields: vec![mapping.fields[0].clone(), crate::schema::MappedField { names: vec!["original".into(), "renamed".into()], ..mapping.fields[1].clone() }],
+        fields: vec![
+            mapping.fields[0].clone(),
+            crate::schema::MappedField {
+                names: vec!["original".into(), "renamed".into()],
+                ..mapping.fields[1].clone()
+            },
+        ],
     };
     let c = config(&[]);
     // With ids: the rename is followed by id, nothing is added.
-    let by_id = EvolutionPlanner::new(&c).table(&t).name_mapping(&mapping).plan(&[InputSchema::new(old.clone())]);
+    let by_id = EvolutionPlanner::new(&c)
+        .table(&t)
+        .name_mapping(&mapping)
+        .plan(&[InputSchema::new(old.clone())]);
     assert_eq!(verdicts(&by_id), [Verdict::Fits]);
     // Without ids: the name mapping resolves the old name.
     let by_name = EvolutionPlanner::new(&c)
@@ -483,7 +594,9 @@ fn inputs_with_agreeing_ids_match_by_id_across_a_rename() {
         .plan(&[InputSchema::new(old.without_ids())]);
     assert_eq!(verdicts(&by_name), [Verdict::Fits]);
     // Without ids or mapping, the old name is a new column, refused.
-    let unmapped = EvolutionPlanner::new(&c).table(&t).plan(&[InputSchema::new(old.without_ids())]);
+    let unmapped = EvolutionPlanner::new(&c)
+        .table(&t)
+        .plan(&[InputSchema::new(old.without_ids())]);
     assert_eq!(verdicts(&unmapped), [Verdict::Incompatible]);
 }
 
@@ -505,7 +618,10 @@ fn evolution_off_accepts_fitting_inputs_and_rejects_the_rest() {
     let p = plan(
         Some(&t),
         &SchemaEvolutionConfig::disabled(),
-        &[input(vec![Field::required("id", Int)]), input(vec![Field::required("id", Long), Field::optional("x", Int)])],
+        &[
+            input(vec![Field::required("id", Int)]),
+            input(vec![Field::required("id", Long), Field::optional("x", Int)]),
+        ],
     );
     assert_eq!(verdicts(&p), [Verdict::Fits, Verdict::Incompatible]);
 }
@@ -516,13 +632,19 @@ fn render_names_changes_and_inputs() {
     let p = plan(
         Some(&t),
         &config(&[AllowTypePromotion, AllowFieldAddition]),
-        &[input(vec![Field::required("id", Long), Field::optional("x", String)]), input(vec![Field::required("id", Double)])],
+        &[
+            input(vec![Field::required("id", Long), Field::optional("x", String)]),
+            input(vec![Field::required("id", Double)]),
+        ],
     );
     let text = p.render(Some(&["a.parquet".to_string(), "b.parquet".to_string()]));
     assert!(text.contains("Table: evolve (2 changes)"), "{text}");
     assert!(text.contains("+ add      x: string  [a.parquet]"), "{text}");
     assert!(text.contains("^ promote  id: int -> long  [a.parquet]"), "{text}");
-    assert!(text.contains("! conflict id: table int, input double  [b.parquet]"), "{text}");
+    assert!(
+        text.contains("! conflict id: table int, input double  [b.parquet]"),
+        "{text}"
+    );
     assert!(text.contains("b.parquet: incompatible"), "{text}");
 }
 
@@ -553,19 +675,29 @@ fn data_type() -> impl Strategy<Value = DataType> {
 }
 
 fn schema() -> impl Strategy<Value = Schema> {
-    proptest::collection::btree_map(prop_oneof![Just("a"), Just("b"), Just("c"), Just("d")], (data_type(), any::<bool>()), 1..4)
-        .prop_map(|cols| {
-            Schema::new(
-                cols.into_iter()
-                    .map(|(name, (t, required))| Field { required, ..Field::optional(name, t) })
-                    .collect(),
-            )
-        })
+    proptest::collection::btree_map(
+        prop_oneof![Just("a"), Just("b"), Just("c"), Just("d")],
+        (data_type(), any::<bool>()),
+        1..4,
+    )
+    .prop_map(|cols| {
+        Schema::new(
+            cols.into_iter()
+                .map(|(name, (t, required))| Field {
+                    required,
+                    ..Field::optional(name, t)
+                })
+                .collect(),
+        )
+    })
 }
 
 fn input_schema() -> impl Strategy<Value = InputSchema> {
-    (schema(), proptest::collection::vec(prop_oneof![Just(None), Just(Some(0u64)), Just(Some(3u64))], 4)).prop_map(
-        |(s, counts)| {
+    (
+        schema(),
+        proptest::collection::vec(prop_oneof![Just(None), Just(Some(0u64)), Just(Some(3u64))], 4),
+    )
+        .prop_map(|(s, counts)| {
             let mut i = InputSchema::new(s);
             for (name, count) in ["a", "b", "c", "d"].into_iter().zip(counts) {
                 if let Some(n) = count {
@@ -573,14 +705,16 @@ fn input_schema() -> impl Strategy<Value = InputSchema> {
                 }
             }
             i
-        },
-    )
+        })
 }
 
 fn any_config() -> impl Strategy<Value = SchemaEvolutionConfig> {
     (any::<[bool; 3]>(), any::<bool>(), any::<bool>()).prop_map(|(opts, pin, accept)| {
         let mut b = SchemaEvolutionConfig::builder();
-        for (on, o) in opts.into_iter().zip([AllowFieldAddition, AllowFieldRelaxation, AllowTypePromotion]) {
+        for (on, o) in opts
+            .into_iter()
+            .zip([AllowFieldAddition, AllowFieldRelaxation, AllowTypePromotion])
+        {
             if on {
                 b = b.allow(o);
             }
@@ -676,10 +810,10 @@ proptest! {
                 }
             }
         }
-        if let (Some(t), Some(s)) = (t.as_ref(), p.schema.as_ref()) {
-            if !p.verdicts.iter().any(|v| v.verdict.is_compatible()) {
-                prop_assert_eq!(t, s);
-            }
+        if let (Some(t), Some(s)) = (t.as_ref(), p.schema.as_ref())
+            && !p.verdicts.iter().any(|v| v.verdict.is_compatible())
+        {
+            prop_assert_eq!(t, s);
         }
     }
 }

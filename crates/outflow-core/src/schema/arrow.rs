@@ -70,7 +70,9 @@ fn type_from_arrow(path: &str, t: &ArrowType, extension: Option<&str>) -> Result
     let p = |p: PrimitiveType| Ok(DataType::Primitive(p));
     match t {
         ArrowType::Boolean => p(P::Boolean),
-        ArrowType::Int8 | ArrowType::Int16 | ArrowType::Int32 | ArrowType::UInt8 | ArrowType::UInt16 => p(P::Int),
+        ArrowType::Int8 | ArrowType::Int16 | ArrowType::Int32 | ArrowType::UInt8 | ArrowType::UInt16 => {
+            p(P::Int)
+        }
         ArrowType::Int64 | ArrowType::UInt32 => p(P::Long),
         ArrowType::Float32 => p(P::Float),
         ArrowType::Float64 => p(P::Double),
@@ -80,7 +82,10 @@ fn type_from_arrow(path: &str, t: &ArrowType, extension: Option<&str>) -> Result
         | ArrowType::Decimal256(precision, scale)
             if *scale >= 0 && *precision <= 76 =>
         {
-            p(P::Decimal { precision: *precision, scale: *scale })
+            p(P::Decimal {
+                precision: *precision,
+                scale: *scale,
+            })
         }
         ArrowType::Date32 | ArrowType::Date64 => p(P::Date),
         ArrowType::Time32(_) | ArrowType::Time64(_) => p(P::Time),
@@ -89,7 +94,11 @@ fn type_from_arrow(path: &str, t: &ArrowType, extension: Option<&str>) -> Result
         ArrowType::Timestamp(_, None) => p(P::Timestamp),
         ArrowType::Timestamp(_, Some(_)) => p(P::TimestampTz),
         ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => {
-            p(if extension == Some(JSON_EXTENSION) { P::Json } else { P::String })
+            p(if extension == Some(JSON_EXTENSION) {
+                P::Json
+            } else {
+                P::String
+            })
         }
         ArrowType::Binary | ArrowType::LargeBinary | ArrowType::BinaryView => p(P::Binary),
         ArrowType::FixedSizeBinary(16) if extension == Some(UUID_EXTENSION) => p(P::Uuid),
@@ -101,7 +110,9 @@ fn type_from_arrow(path: &str, t: &ArrowType, extension: Option<&str>) -> Result
         | ArrowType::LargeListView(element)
         | ArrowType::FixedSizeList(element, _) => {
             let element = field_from_arrow(path, element)?.renamed(LIST_ELEMENT);
-            Ok(DataType::List { list: Box::new(element) })
+            Ok(DataType::List {
+                list: Box::new(element),
+            })
         }
         ArrowType::Struct(fields) => Ok(DataType::Struct {
             fields: fields
@@ -119,7 +130,9 @@ fn type_from_arrow(path: &str, t: &ArrowType, extension: Option<&str>) -> Result
             let mut key = field_from_arrow(path, &kv[0])?.renamed(MAP_KEY);
             key.required = true;
             let value = field_from_arrow(path, &kv[1])?.renamed(MAP_VALUE);
-            Ok(DataType::Map { map: Box::new(MapFields { key, value }) })
+            Ok(DataType::Map {
+                map: Box::new(MapFields { key, value }),
+            })
         }
         _ => Err(unsupported(path, t)),
     }
@@ -166,12 +179,17 @@ fn type_to_arrow(t: &DataType) -> ArrowType {
             P::Fixed(len) => ArrowType::FixedSizeBinary(*len as i32),
             P::Binary => ArrowType::Binary,
         },
-        DataType::Struct { fields } => ArrowType::Struct(fields.iter().map(field_to_arrow).collect::<Fields>()),
+        DataType::Struct { fields } => {
+            ArrowType::Struct(fields.iter().map(field_to_arrow).collect::<Fields>())
+        }
         DataType::List { list } => ArrowType::List(Arc::new(field_to_arrow(list))),
         DataType::Map { map } => {
             let entries = ArrowField::new(
                 "key_value",
-                ArrowType::Struct(Fields::from(vec![field_to_arrow(&map.key), field_to_arrow(&map.value)])),
+                ArrowType::Struct(Fields::from(vec![
+                    field_to_arrow(&map.key),
+                    field_to_arrow(&map.value),
+                ])),
                 false,
             );
             ArrowType::Map(Arc::new(entries), false)
@@ -194,13 +212,20 @@ mod tests {
             with_id(
                 ArrowField::new(
                     "tags",
-                    ArrowType::List(Arc::new(with_id(ArrowField::new("item", ArrowType::Utf8, true), 3))),
+                    ArrowType::List(Arc::new(with_id(
+                        ArrowField::new("item", ArrowType::Utf8, true),
+                        3,
+                    ))),
                     true,
                 ),
                 2,
             ),
             ArrowField::new("amount", ArrowType::Decimal128(12, 2), true),
-            ArrowField::new("at", ArrowType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), true),
+            ArrowField::new(
+                "at",
+                ArrowType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+                true,
+            ),
             ArrowField::new("small", ArrowType::Int16, false),
         ]);
         let schema = Schema::from_arrow(&arrow).unwrap();
@@ -210,10 +235,20 @@ mod tests {
         assert_eq!((element.id, element.required), (Some(3), false));
         assert_eq!(
             schema.field("amount").unwrap().data_type,
-            PrimitiveType::Decimal { precision: 12, scale: 2 }.into()
+            PrimitiveType::Decimal {
+                precision: 12,
+                scale: 2
+            }
+            .into()
         );
-        assert_eq!(schema.field("at").unwrap().data_type, PrimitiveType::TimestampTz.into());
-        assert_eq!(schema.field("small").unwrap().data_type, PrimitiveType::Int.into());
+        assert_eq!(
+            schema.field("at").unwrap().data_type,
+            PrimitiveType::TimestampTz.into()
+        );
+        assert_eq!(
+            schema.field("small").unwrap().data_type,
+            PrimitiveType::Int.into()
+        );
     }
 
     #[test]
@@ -222,7 +257,13 @@ mod tests {
             Field::required("id", PrimitiveType::Long),
             Field::optional("doc", PrimitiveType::Json),
             Field::optional("uid", PrimitiveType::Uuid),
-            Field::optional("big", PrimitiveType::Decimal { precision: 76, scale: 38 }),
+            Field::optional(
+                "big",
+                PrimitiveType::Decimal {
+                    precision: 76,
+                    scale: 38,
+                },
+            ),
             Field::optional(
                 "attrs",
                 DataType::map(
@@ -230,7 +271,10 @@ mod tests {
                     Field::optional("v", DataType::list(Field::optional("e", PrimitiveType::Int))),
                 ),
             ),
-            Field::optional("s", DataType::structure(vec![Field::required("x", PrimitiveType::Date)])),
+            Field::optional(
+                "s",
+                DataType::structure(vec![Field::required("x", PrimitiveType::Date)]),
+            ),
         ]);
         schema.assign_missing_ids(0);
         assert_eq!(Schema::from_arrow(&schema.to_arrow()).unwrap(), schema);

@@ -94,8 +94,14 @@ impl PrimitiveType {
             (a, b) if a == b => true,
             (Int, Long) | (Float, Double) => true,
             (
-                Decimal { precision: p1, scale: s1 },
-                Decimal { precision: p2, scale: s2 },
+                Decimal {
+                    precision: p1,
+                    scale: s1,
+                },
+                Decimal {
+                    precision: p2,
+                    scale: s2,
+                },
             ) => s1 == s2 && p1 <= p2,
             _ => false,
         }
@@ -183,7 +189,8 @@ impl Serialize for PrimitiveType {
 impl<'de> Deserialize<'de> for PrimitiveType {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
-        s.parse().map_err(|e: Error| serde::de::Error::custom(e.message()))
+        s.parse()
+            .map_err(|e: Error| serde::de::Error::custom(e.message()))
     }
 }
 
@@ -490,8 +497,14 @@ impl Schema {
             let mut seen = std::collections::BTreeSet::new();
             for f in fields {
                 if f.name.trim().is_empty() {
-                    let at = if prefix.is_empty() { "the top level".to_string() } else { prefix.to_string() };
-                    return Err(Error::invalid_input(format!("a field under {at} has a blank name")));
+                    let at = if prefix.is_empty() {
+                        "the top level".to_string()
+                    } else {
+                        prefix.to_string()
+                    };
+                    return Err(Error::invalid_input(format!(
+                        "a field under {at} has a blank name"
+                    )));
                 }
                 if !seen.insert(f.name.as_str()) {
                     return Err(Error::invalid_input(format!(
@@ -549,7 +562,10 @@ mod tests {
                 "attrs",
                 DataType::map(
                     Field::required("key", String),
-                    Field::optional("value", DataType::structure(vec![Field::optional("score", Double)])),
+                    Field::optional(
+                        "value",
+                        DataType::structure(vec![Field::optional("score", Double)]),
+                    ),
                 ),
             ),
         ])
@@ -570,7 +586,10 @@ mod tests {
                 "attrs.value.score"
             ]
         );
-        assert_eq!(nested().field_at("attrs.value.score").unwrap().data_type, Double.into());
+        assert_eq!(
+            nested().field_at("attrs.value.score").unwrap().data_type,
+            Double.into()
+        );
         assert!(nested().field_at("attrs.value.nope").is_none());
     }
 
@@ -580,7 +599,10 @@ mod tests {
         assert!(Float.widens_to(Double));
         assert!(!Long.widens_to(Int));
         assert!(!Int.widens_to(Double));
-        let d = |p, s| Decimal { precision: p, scale: s };
+        let d = |p, s| Decimal {
+            precision: p,
+            scale: s,
+        };
         assert!(d(10, 2).widens_to(d(12, 2)));
         assert!(!d(12, 2).widens_to(d(10, 2)));
         assert!(!d(10, 2).widens_to(d(12, 3)));
@@ -589,9 +611,26 @@ mod tests {
     #[test]
     fn primitive_names_round_trip() {
         for t in [
-            Boolean, Int, Long, Float, Double, Date, Time, Timestamp, TimestampTz, TimestampNs,
-            TimestampTzNs, String, Uuid, Binary, Json, Fixed(16),
-            Decimal { precision: 38, scale: 9 },
+            Boolean,
+            Int,
+            Long,
+            Float,
+            Double,
+            Date,
+            Time,
+            Timestamp,
+            TimestampTz,
+            TimestampNs,
+            TimestampTzNs,
+            String,
+            Uuid,
+            Binary,
+            Json,
+            Fixed(16),
+            Decimal {
+                precision: 38,
+                scale: 9,
+            },
         ] {
             assert_eq!(t.to_string().parse::<PrimitiveType>().unwrap(), t);
         }
@@ -615,12 +654,23 @@ mod tests {
         let blank = Schema::new(vec![Field::required(" ", Int)]);
         assert!(blank.validate().unwrap_err().to_string().contains("blank name"));
         let dup = Schema::new(vec![Field::required("a", Int), Field::optional("a", Long)]);
-        assert!(dup.validate().unwrap_err().to_string().contains("field a appears twice"));
+        assert!(
+            dup.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("field a appears twice")
+        );
         let nested_dup = Schema::new(vec![Field::required(
             "s",
             DataType::structure(vec![Field::required("x", Int), Field::required("x", Int)]),
         )]);
-        assert!(nested_dup.validate().unwrap_err().to_string().contains("s.x appears twice"));
+        assert!(
+            nested_dup
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("s.x appears twice")
+        );
         nested().validate().unwrap();
     }
 

@@ -56,7 +56,9 @@ impl NameMapping {
     /// Parses the JSON form kept in the table property.
     pub fn from_json(json: &str) -> Result<NameMapping> {
         serde_json::from_str(json).map_err(|e| {
-            Error::invalid_input(format!("{NAME_MAPPING_PROPERTY} is not a valid name mapping: {e}"))
+            Error::invalid_input(format!(
+                "{NAME_MAPPING_PROPERTY} is not a valid name mapping: {e}"
+            ))
         })
     }
 
@@ -96,7 +98,10 @@ fn merge_level(existing: &[MappedField], fields: &[Field]) -> Vec<MappedField> {
     let mut out: Vec<MappedField> = existing.to_vec();
     for field in fields {
         let children: Vec<Field> = field.data_type.children().into_iter().cloned().collect();
-        match out.iter_mut().find(|m| m.field_id.is_some() && m.field_id == field.id) {
+        match out
+            .iter_mut()
+            .find(|m| m.field_id.is_some() && m.field_id == field.id)
+        {
             Some(entry) => {
                 if !entry.names.contains(&field.name) {
                     entry.names.push(field.name.clone());
@@ -133,7 +138,10 @@ mod tests {
             json,
             r#"[{"field-id":1,"names":["id"]},{"field-id":2,"names":["tags"],"fields":[{"field-id":3,"names":["element"]}]}]"#
         );
-        assert_eq!(NameMapping::from_json(&json).unwrap(), NameMapping::from_schema(&schema()));
+        assert_eq!(
+            NameMapping::from_json(&json).unwrap(),
+            NameMapping::from_schema(&schema())
+        );
         assert!(NameMapping::from_json("{").is_err());
     }
 
@@ -142,12 +150,17 @@ mod tests {
         let old = NameMapping::from_schema(&schema());
         let mut evolved = schema();
         evolved.fields[0].name = "record_id".into();
-        evolved.fields.push(Field::optional("extra", PrimitiveType::Int).with_id(4));
+        evolved
+            .fields
+            .push(Field::optional("extra", PrimitiveType::Int).with_id(4));
         let updated = old.updated_with(&evolved);
         assert_eq!(updated.fields[0].names, vec!["id", "record_id"]);
         assert_eq!(NameMapping::lookup(&updated.fields, "id"), Some(1));
         assert_eq!(NameMapping::lookup(&updated.fields, "record_id"), Some(1));
         assert_eq!(NameMapping::lookup(&updated.fields, "extra"), Some(4));
-        assert_eq!(NameMapping::lookup(NameMapping::children(&updated.fields, 2), "element"), Some(3));
+        assert_eq!(
+            NameMapping::lookup(NameMapping::children(&updated.fields, 2), "element"),
+            Some(3)
+        );
     }
 }

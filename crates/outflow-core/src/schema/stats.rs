@@ -112,7 +112,11 @@ mod tests {
             vec![Arc::new(Int32Array::from(vec![Some(1), None, None])) as ArrayRef],
             Some(vec![true, true, false].into()),
         );
-        let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![None, Some(1)]), None, Some(vec![])]);
+        let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+            Some(vec![None, Some(1)]),
+            None,
+            Some(vec![]),
+        ]);
         let schema = ArrowSchema::new(vec![
             ArrowField::new("name", ArrowType::Utf8, true),
             ArrowField::new("s", inner.data_type().clone(), true),

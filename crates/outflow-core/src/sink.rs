@@ -1,0 +1,298 @@
+//! The traits every sink implements, and what they report.
+//!
+//! A sink has two sides. [`PrepareDestination`] makes a destination table ready for data of
+//! a given schema: it creates it (per the [`CreateDisposition`](crate::CreateDisposition)),
+//! reconciles it (column families, evolution) or says what it would do without doing it
+//! ([`PrepareDestination::plan`], what `outflow plan` prints). [`Sink`] takes batches,
+//! makes them durable on [`Sink::flush`] (a commit, for Iceberg) and reports on
+//! [`Sink::close`] what was written and which records failed, with reasons.
+
+use std::collections::BTreeMap;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::evolution::EvolutionPlan;
+use crate::named::named_enum;
+use crate::{Error, Result};
+
+/// A record a sink could not write, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailedRecord {
+    /// The destination the record was meant for.
+    pub destination: String,
+    /// The record's position among all rows given to the sink, counting from 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u64>,
+    /// The record as JSON, when the sink kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<serde_json::Value>,
+    /// Why it failed, naming the field where one is to blame.
+    pub reason: String,
+}
+
+/// What a sink wrote to one destination.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestinationStats {
+    /// Rows written.
+    pub rows: u64,
+    /// Bytes written (file bytes for file sinks, request bytes for service sinks).
+    pub bytes: u64,
+    /// Data files written (file sinks only).
+    pub files: u64,
+    /// Commits or acknowledged requests.
+    pub commits: u64,
+}
+
+impl DestinationStats {
+    fn add(&mut self, other: &DestinationStats) {
+        self.rows += other.rows;
+        self.bytes += other.bytes;
+        self.files += other.files;
+        self.commits += other.commits;
+    }
+}
+
+/// What a sink wrote in all, per destination, and the records it could not write.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WriteResult {
+    /// Per destination.
+    pub destinations: BTreeMap<String, DestinationStats>,
+    /// Records that were not written, with reasons.
+    pub failed: Vec<FailedRecord>,
+}
+
+impl WriteResult {
+    /// Counts what was written to `destination`.
+    pub fn record(&mut self, destination: &str, stats: DestinationStats) {
+        self.destinations
+            .entry(destination.to_string())
+            .or_default()
+            .add(&stats);
+    }
+
+    /// Adds another result to this one.
+    pub fn merge(&mut self, other: WriteResult) {
+        for (destination, stats) in &other.destinations {
+            self.record(destination, stats.clone());
+        }
+        self.failed.extend(other.failed);
+    }
+
+    /// Rows written to every destination.
+    pub fn rows_written(&self) -> u64 {
+        self.destinations.values().map(|s| s.rows).sum()
+    }
+
+    /// Bytes written to every destination.
+    pub fn bytes_written(&self) -> u64 {
+        self.destinations.values().map(|s| s.bytes).sum()
+    }
+
+    /// Data files written to every destination.
+    pub fn files_written(&self) -> u64 {
+        self.destinations.values().map(|s| s.files).sum()
+    }
+}
+
+named_enum! {
+    /// What preparing a destination does.
+    pub enum PlannedAction {
+        /// The table is created.
+        Create = "create",
+        /// The existing table is changed (schema evolved, families added).
+        Update = "update",
+        /// The existing table is used as it is.
+        Unchanged = "unchanged",
+        /// Preparing fails; see the error.
+        Fail = "fail",
+    }
+}
+
+/// What preparing one destination does, or would do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DestinationPlan {
+    /// The destination, as the sink names it (`ns.table`, `dataset.table`, `table`).
+    pub destination: String,
+    /// The action.
+    pub action: PlannedAction,
+    /// The schema evolution plan, for sinks that evolve schemas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evolution: Option<EvolutionPlan>,
+    /// Sink-specific lines for people (families to add, partitioning to create...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
+    /// The error preparing would hit, when the action is `fail`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl DestinationPlan {
+    /// A plan with an action and nothing else.
+    pub fn new(destination: impl Into<String>, action: PlannedAction) -> Self {
+        DestinationPlan {
+            destination: destination.into(),
+            action,
+            evolution: None,
+            details: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// A plan that fails with `error`.
+    pub fn failed(destination: impl Into<String>, error: &Error) -> Self {
+        DestinationPlan {
+            error: Some(error.to_string()),
+            ..DestinationPlan::new(destination, PlannedAction::Fail)
+        }
+    }
+
+    /// The same plan with its evolution plan.
+    pub fn with_evolution(mut self, plan: EvolutionPlan) -> Self {
+        self.evolution = Some(plan);
+        self
+    }
+
+    /// The same plan with one more detail line.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.details.push(detail.into());
+        self
+    }
+}
+
+/// Makes destinations ready for data: creates or reconciles them per the sink's
+/// dispositions, evolution config and table options.
+#[async_trait]
+pub trait PrepareDestination: Send + Sync {
+    /// Says what [`PrepareDestination::prepare`] would do for data of `schema`, changing
+    /// nothing. An error the preparation would hit is reported in the plan, not returned;
+    /// `Err` means the plan itself could not be made (for example, the service is down).
+    async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan>;
+
+    /// Creates or reconciles `destination` so data of `schema` can be written to it, and
+    /// says what it did.
+    async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan>;
+}
+
+/// Writes Arrow batches to one or more destinations.
+#[async_trait]
+pub trait Sink: Send {
+    /// Writes one batch; rows may be buffered until [`Sink::flush`]. Rows the destination
+    /// rejects individually are kept as failed records rather than failing the call.
+    async fn write(&mut self, batch: RecordBatch) -> Result<()>;
+
+    /// Makes every row written so far durable and visible (a commit, for Iceberg).
+    async fn flush(&mut self) -> Result<()>;
+
+    /// Flushes, releases resources and reports what was written. Writing after closing is
+    /// an error.
+    async fn close(&mut self) -> Result<WriteResult>;
+}
+
+/// Converts one row of a batch to JSON, for failed records and dead-letter files.
+pub fn row_to_json(batch: &RecordBatch, row: usize) -> Option<serde_json::Value> {
+    if row >= batch.num_rows() {
+        return None;
+    }
+    let slice = batch.slice(row, 1);
+    let mut writer = arrow_json::ArrayWriter::new(Vec::new());
+    writer.write(&slice).ok()?;
+    writer.finish().ok()?;
+    let mut rows: Vec<serde_json::Value> = serde_json::from_slice(&writer.into_inner()).ok()?;
+    rows.pop()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::*;
+
+    #[test]
+    fn results_add_up_per_destination() {
+        let mut total = WriteResult::default();
+        total.record(
+            "db.a",
+            DestinationStats {
+                rows: 10,
+                bytes: 100,
+                files: 1,
+                commits: 1,
+            },
+        );
+        let mut other = WriteResult::default();
+        other.record(
+            "db.a",
+            DestinationStats {
+                rows: 5,
+                bytes: 50,
+                files: 1,
+                commits: 1,
+            },
+        );
+        other.record(
+            "db.b",
+            DestinationStats {
+                rows: 1,
+                bytes: 7,
+                files: 0,
+                commits: 1,
+            },
+        );
+        other.failed.push(FailedRecord {
+            destination: "db.b".into(),
+            index: Some(3),
+            record: None,
+            reason: "id: null in a required column".into(),
+        });
+        total.merge(other);
+        assert_eq!(
+            (total.rows_written(), total.bytes_written(), total.files_written()),
+            (16, 157, 2)
+        );
+        assert_eq!(total.destinations["db.a"].commits, 2);
+        assert_eq!(total.failed.len(), 1);
+        let json = serde_json::to_string(&total).unwrap();
+        assert_eq!(serde_json::from_str::<WriteResult>(&json).unwrap(), total);
+    }
+
+    #[test]
+    fn rows_become_json() {
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Int64, false),
+                Field::new("name", DataType::Utf8, true),
+            ])),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2])),
+                Arc::new(StringArray::from(vec![Some("a"), None])),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            row_to_json(&batch, 0).unwrap(),
+            serde_json::json!({"id": 1, "name": "a"})
+        );
+        assert_eq!(row_to_json(&batch, 1).unwrap(), serde_json::json!({"id": 2}));
+        assert!(row_to_json(&batch, 2).is_none());
+    }
+
+    #[test]
+    fn plans_serialize() {
+        let plan = DestinationPlan::new("db.t", PlannedAction::Update).with_detail("add family stats (sum)");
+        let json = serde_json::to_string(&plan).unwrap();
+        assert_eq!(
+            json,
+            r#"{"destination":"db.t","action":"update","details":["add family stats (sum)"]}"#
+        );
+        assert_eq!(serde_json::from_str::<DestinationPlan>(&json).unwrap(), plan);
+        let failed = DestinationPlan::failed("db.t", &Error::not_found("table", "db.t"));
+        assert_eq!(failed.action, PlannedAction::Fail);
+        assert!(failed.error.unwrap().contains("db.t does not exist"));
+    }
+}
