@@ -30,4 +30,5 @@ pub use evolution::{
     SchemaEvolutionOption, UnverifiableFileHandling,
 };
 pub use retry::RetryPolicy;
+pub use select::{FieldAccessDescriptor, FlattenPolicy};
 pub use sink::{DestinationPlan, FailedRecord, PlannedAction, PrepareDestination, Sink, WriteResult};
