@@ -54,8 +54,14 @@ def open_catalog(args: argparse.Namespace, *, writable: bool):
 
         if not args.warehouse:
             fail("--warehouse is required for --catalog-type sql", 2)
+        uri = sqlalchemy_sqlite_uri(args.uri)
+        if not writable and uri.startswith("sqlite:///") and "?" not in uri and ":memory:" not in uri:
+            # SQLite would create an empty file on connect; a reader must not.
+            path = uri[len("sqlite:///") :]
+            if not os.path.exists(path):
+                fail(f"catalog file {path} does not exist")
         props = {
-            "uri": sqlalchemy_sqlite_uri(args.uri),
+            "uri": uri,
             "warehouse": args.warehouse,
             # A reader must not create the catalog tables; writers may.
             "init_catalog_tables": "true" if writable else "false",

@@ -98,7 +98,18 @@ public final class Main {
           throw new UsageException("--warehouse is required for --catalog-type sql");
         }
         props.put(CatalogUtil.ICEBERG_CATALOG_TYPE, CatalogUtil.ICEBERG_CATALOG_TYPE_JDBC);
-        props.put(CatalogProperties.URI, jdbcUri(uri));
+        String jdbc = jdbcUri(uri);
+        if (jdbc.startsWith("jdbc:sqlite:")) {
+          String path = jdbc.substring("jdbc:sqlite:".length());
+          // sqlite-jdbc would create an empty file on connect; a reader must not.
+          if (!path.isEmpty()
+              && !path.contains(":memory:")
+              && !path.startsWith("file:")
+              && !new java.io.File(path).exists()) {
+            throw new UsageException("catalog file " + path + " does not exist");
+          }
+        }
+        props.put(CatalogProperties.URI, jdbc);
         // A reader must never change the catalog: do not create the catalog tables, and leave
         // jdbc.schema-version unset so JdbcCatalog does not ALTER an older (V0) layout. A file
         // created by PyIceberg's SqlCatalog already has the V1 layout (iceberg_type column).
