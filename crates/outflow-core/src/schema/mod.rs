@@ -10,6 +10,7 @@
 //! `key` and `value`, as in Iceberg: `addresses.element.city`, `attrs.value.score`.
 
 mod arrow;
+mod conform;
 mod name_mapping;
 mod stats;
 
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
+pub use self::conform::conform_batch;
 pub use self::arrow::{FIELD_ID_KEY, JSON_EXTENSION, UUID_EXTENSION, field_to_arrow};
 pub use self::name_mapping::{MappedField, NAME_MAPPING_PROPERTY, NameMapping};
 pub use self::stats::{InputSchema, NullCount};
