@@ -63,23 +63,38 @@ impl Destination {
 
     /// Splits `batch` by destination, in order of first appearance; rows keep their order.
     pub fn route(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>> {
-        match self {
-            Destination::Table(t) => Ok(vec![(t.clone(), batch.clone())]),
-            Destination::Template(t) => {
-                let names = t.render_rows(batch)?;
-                group_rows(batch, names)
+        Ok(self.route_rows(batch)?.into_iter().map(|r| (r.destination, r.batch)).collect())
+    }
+
+    /// Like [`Destination::route`], also giving each part's row positions in `batch`.
+    pub fn route_rows(&self, batch: &RecordBatch) -> Result<Vec<RoutedRows>> {
+        let names = match self {
+            Destination::Table(t) => {
+                return Ok(vec![RoutedRows {
+                    destination: t.clone(),
+                    batch: batch.clone(),
+                    rows: (0..batch.num_rows() as u32).collect(),
+                }]);
             }
-            Destination::Function(f) => {
-                let names = (0..batch.num_rows())
-                    .map(|row| f(batch, row))
-                    .collect::<Result<Vec<_>>>()?;
-                group_rows(batch, names)
-            }
-        }
+            Destination::Template(t) => t.render_rows(batch)?,
+            Destination::Function(f) => (0..batch.num_rows()).map(|row| f(batch, row)).collect::<Result<Vec<_>>>()?,
+        };
+        group_rows(batch, names)
     }
 }
 
-fn group_rows(batch: &RecordBatch, names: Vec<String>) -> Result<Vec<(String, RecordBatch)>> {
+/// The rows of a batch bound for one destination.
+#[derive(Clone, Debug)]
+pub struct RoutedRows {
+    /// The destination.
+    pub destination: String,
+    /// The rows, in their original order.
+    pub batch: RecordBatch,
+    /// Their positions in the batch they came from.
+    pub rows: Vec<u32>,
+}
+
+fn group_rows(batch: &RecordBatch, names: Vec<String>) -> Result<Vec<RoutedRows>> {
     let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
     for (row, name) in names.into_iter().enumerate() {
         match groups.iter_mut().find(|(n, _)| *n == name) {
@@ -87,15 +102,15 @@ fn group_rows(batch: &RecordBatch, names: Vec<String>) -> Result<Vec<(String, Re
             None => groups.push((name, vec![row as u32])),
         }
     }
-    if groups.len() == 1 {
-        let (name, _) = groups.pop().expect("one group");
-        return Ok(vec![(name, batch.clone())]);
-    }
     groups
         .into_iter()
-        .map(|(name, rows)| {
-            let indices = UInt32Array::from(rows);
-            Ok((name, arrow_select::take::take_record_batch(batch, &indices)?))
+        .map(|(destination, rows)| {
+            let part = if rows.len() == batch.num_rows() {
+                batch.clone()
+            } else {
+                arrow_select::take::take_record_batch(batch, &UInt32Array::from(rows.clone()))?
+            };
+            Ok(RoutedRows { destination, batch: part, rows })
         })
         .collect()
 }

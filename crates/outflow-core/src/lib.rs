@@ -22,7 +22,7 @@ pub mod schema;
 pub mod select;
 pub mod sink;
 
-pub use destination::{Destination, TableTemplate};
+pub use destination::{Destination, RoutedRows, TableTemplate};
 pub use disposition::{CreateDisposition, WriteDisposition};
 pub use error::{Error, ErrorKind, Result};
 pub use evolution::{

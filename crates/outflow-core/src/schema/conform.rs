@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, LargeListArray, ListArray, MapArray, RecordBatch, StructArray, new_null_array};
 use arrow_cast::{CastOptions, cast_with_options};
-use arrow_schema::{DataType, Field, FieldRef, Fields, SchemaRef};
+use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
 
 use super::join_path;
 use crate::{Error, Result};
@@ -177,7 +177,7 @@ mod tests {
         Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, TimestampMillisecondArray,
         types::Int32Type,
     };
-    use arrow_schema::{Schema, TimeUnit};
+    use arrow_schema::{Fields, Schema, TimeUnit};
 
     use super::*;
 
