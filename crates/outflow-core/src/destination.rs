@@ -63,7 +63,11 @@ impl Destination {
 
     /// Splits `batch` by destination, in order of first appearance; rows keep their order.
     pub fn route(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>> {
-        Ok(self.route_rows(batch)?.into_iter().map(|r| (r.destination, r.batch)).collect())
+        Ok(self
+            .route_rows(batch)?
+            .into_iter()
+            .map(|r| (r.destination, r.batch))
+            .collect())
     }
 
     /// Like [`Destination::route`], also giving each part's row positions in `batch`.
@@ -77,7 +81,9 @@ impl Destination {
                 }]);
             }
             Destination::Template(t) => t.render_rows(batch)?,
-            Destination::Function(f) => (0..batch.num_rows()).map(|row| f(batch, row)).collect::<Result<Vec<_>>>()?,
+            Destination::Function(f) => (0..batch.num_rows())
+                .map(|row| f(batch, row))
+                .collect::<Result<Vec<_>>>()?,
         };
         group_rows(batch, names)
     }
@@ -110,7 +116,11 @@ fn group_rows(batch: &RecordBatch, names: Vec<String>) -> Result<Vec<RoutedRows>
             } else {
                 arrow_select::take::take_record_batch(batch, &UInt32Array::from(rows.clone()))?
             };
-            Ok(RoutedRows { destination, batch: part, rows })
+            Ok(RoutedRows {
+                destination,
+                batch: part,
+                rows,
+            })
         })
         .collect()
 }

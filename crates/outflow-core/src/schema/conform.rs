@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, LargeListArray, ListArray, MapArray, RecordBatch, StructArray, new_null_array};
+use arrow_array::{
+    Array, ArrayRef, LargeListArray, ListArray, MapArray, RecordBatch, StructArray, new_null_array,
+};
 use arrow_cast::{CastOptions, cast_with_options};
 use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
 
@@ -29,7 +31,11 @@ pub fn conform_batch(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBa
         })
         .collect::<Result<Vec<_>>>()?;
     let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    Ok(RecordBatch::try_new_with_options(target.clone(), columns, &options)?)
+    Ok(RecordBatch::try_new_with_options(
+        target.clone(),
+        columns,
+        &options,
+    )?)
 }
 
 /// Conforms one column. `parent_valid` masks rows where an enclosing struct is null (a
@@ -43,8 +49,10 @@ fn conform_column(
 ) -> Result<ArrayRef> {
     let Some(source) = source else {
         if !target.is_nullable() {
-            return Err(Error::invalid_input(format!("column {path} is required, but the input lacks it"))
-                .with_context("column", path.to_string()));
+            return Err(
+                Error::invalid_input(format!("column {path} is required, but the input lacks it"))
+                    .with_context("column", path.to_string()),
+            );
         }
         return Ok(new_null_array(target.data_type(), len));
     };
@@ -65,7 +73,11 @@ fn conform_column(
                     )
                 })
                 .collect::<Result<Vec<_>>>()?;
-            Arc::new(StructArray::try_new(children.clone(), arrays, structs.nulls().cloned())?)
+            Arc::new(StructArray::try_new(
+                children.clone(),
+                arrays,
+                structs.nulls().cloned(),
+            )?)
         }
         (DataType::List(_) | DataType::LargeList(_), DataType::List(element)) => {
             let list = as_list(&source)?;
@@ -76,16 +88,34 @@ fn conform_column(
                 &join_path(path, "element"),
                 None,
             )?;
-            Arc::new(ListArray::try_new(element.clone(), list.offsets().clone(), values, list.nulls().cloned())?)
+            Arc::new(ListArray::try_new(
+                element.clone(),
+                list.offsets().clone(),
+                values,
+                list.nulls().cloned(),
+            )?)
         }
         (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
             let map = source.as_any().downcast_ref::<MapArray>().expect("map");
             let DataType::Struct(kv) = entries.data_type() else {
-                return Err(Error::internal(format!("column {path}: map entries are not a struct")));
+                return Err(Error::internal(format!(
+                    "column {path}: map entries are not a struct"
+                )));
             };
-            let keys = conform_column(Some(map.keys()), map.keys().len(), &kv[0], &join_path(path, "key"), None)?;
-            let values =
-                conform_column(Some(map.values()), map.values().len(), &kv[1], &join_path(path, "value"), None)?;
+            let keys = conform_column(
+                Some(map.keys()),
+                map.keys().len(),
+                &kv[0],
+                &join_path(path, "key"),
+                None,
+            )?;
+            let values = conform_column(
+                Some(map.values()),
+                map.values().len(),
+                &kv[1],
+                &join_path(path, "value"),
+                None,
+            )?;
             let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None)?;
             Arc::new(MapArray::try_new(
                 entries.clone(),
@@ -97,10 +127,10 @@ fn conform_column(
         }
         (from, to) if from == to => source.clone(),
         (from, to) if is_nested(from) || is_nested(to) => {
-            return Err(Error::invalid_input(format!(
-                "column {path}: the input has {from}, the table {to}"
-            ))
-            .with_context("column", path.to_string()));
+            return Err(
+                Error::invalid_input(format!("column {path}: the input has {from}, the table {to}"))
+                    .with_context("column", path.to_string()),
+            );
         }
         (from, to) => {
             let options = CastOptions {
@@ -131,13 +161,20 @@ fn as_list(source: &ArrayRef) -> Result<ListArray> {
     if let Some(list) = source.as_any().downcast_ref::<ListArray>() {
         return Ok(list.clone());
     }
-    let large = source.as_any().downcast_ref::<LargeListArray>().expect("large list");
+    let large = source
+        .as_any()
+        .downcast_ref::<LargeListArray>()
+        .expect("large list");
     let field: FieldRef = match large.data_type() {
         DataType::LargeList(f) => f.clone(),
         _ => unreachable!("checked by the caller"),
     };
     let narrowed = cast_with_options(source, &DataType::List(field), &CastOptions::default())?;
-    Ok(narrowed.as_any().downcast_ref::<ListArray>().expect("list").clone())
+    Ok(narrowed
+        .as_any()
+        .downcast_ref::<ListArray>()
+        .expect("list")
+        .clone())
 }
 
 fn unwrap_dictionary(source: &ArrayRef) -> Result<ArrayRef> {
@@ -154,11 +191,16 @@ fn combine(
     arrow_buffer::NullBuffer::union(parent, own)
 }
 
-fn check_no_nulls(array: &ArrayRef, path: &str, parent_valid: Option<&arrow_buffer::NullBuffer>) -> Result<()> {
+fn check_no_nulls(
+    array: &ArrayRef,
+    path: &str,
+    parent_valid: Option<&arrow_buffer::NullBuffer>,
+) -> Result<()> {
     if array.null_count() == 0 {
         return Ok(());
     }
-    let offending = (0..array.len()).find(|&i| array.is_null(i) && parent_valid.is_none_or(|p| p.is_valid(i)));
+    let offending =
+        (0..array.len()).find(|&i| array.is_null(i) && parent_valid.is_none_or(|p| p.is_valid(i)));
     match offending {
         None => Ok(()),
         Some(row) => Err(Error::invalid_input(format!(
@@ -182,7 +224,8 @@ mod tests {
     use super::*;
 
     fn id_field(name: &str, t: DataType, nullable: bool, id: i32) -> Field {
-        Field::new(name, t, nullable).with_metadata(HashMap::from([("PARQUET:field_id".to_string(), id.to_string())]))
+        Field::new(name, t, nullable)
+            .with_metadata(HashMap::from([("PARQUET:field_id".to_string(), id.to_string())]))
     }
 
     #[test]
@@ -207,7 +250,11 @@ mod tests {
         assert_eq!(out.schema(), target);
         let n = out.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(n.values(), &[1, 2]);
-        let ts = out.column(1).as_any().downcast_ref::<TimestampMicrosecondArray>().unwrap();
+        let ts = out
+            .column(1)
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .unwrap();
         assert_eq!(ts.value(0), 1_000_000);
         assert_eq!(out.column(2).null_count(), 2);
     }
@@ -221,10 +268,16 @@ mod tests {
         .unwrap();
         let target = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
         let err = conform_batch(&input, &target).unwrap_err();
-        assert_eq!(err.to_string(), "invalid input: row 1: column id is required, but the value is null");
+        assert_eq!(
+            err.to_string(),
+            "invalid input: row 1: column id is required, but the value is null"
+        );
         let missing = Arc::new(Schema::new(vec![Field::new("other", DataType::Int64, false)]));
         let err = conform_batch(&input, &missing).unwrap_err();
-        assert!(err.to_string().contains("column other is required, but the input lacks it"));
+        assert!(
+            err.to_string()
+                .contains("column other is required, but the input lacks it")
+        );
     }
 
     #[test]
@@ -240,7 +293,8 @@ mod tests {
             ],
             Some(vec![true, false].into()),
         );
-        let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1), Some(2)]), None]);
+        let list =
+            ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1), Some(2)]), None]);
         let input = RecordBatch::try_new(
             Arc::new(Schema::new(vec![
                 Field::new("s", inner.data_type().clone(), true),
@@ -255,7 +309,12 @@ mod tests {
         ]));
         let target = Arc::new(Schema::new(vec![
             id_field("s", target_struct, true, 1),
-            id_field("l", DataType::List(Arc::new(id_field("element", DataType::Int64, false, 5))), true, 4),
+            id_field(
+                "l",
+                DataType::List(Arc::new(id_field("element", DataType::Int64, false, 5))),
+                true,
+                4,
+            ),
         ]));
         // s.a is required but null only where s itself is null: allowed.
         let out = conform_batch(&input, &target).unwrap();

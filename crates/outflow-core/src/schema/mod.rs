@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
-pub use self::conform::conform_batch;
 pub use self::arrow::{FIELD_ID_KEY, JSON_EXTENSION, UUID_EXTENSION, field_to_arrow};
+pub use self::conform::conform_batch;
 pub use self::name_mapping::{MappedField, NAME_MAPPING_PROPERTY, NameMapping};
 pub use self::stats::{InputSchema, NullCount};
 

@@ -259,6 +259,12 @@ final class TableDump {
       case STRING:
         return v.toString();
       case UUID:
+        if (v instanceof byte[]) {
+          // Files whose writer left out Parquet's UUID annotation (iceberg-rust 0.10 does)
+          // come back as the 16 raw bytes; the value is the same.
+          java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap((byte[]) v);
+          return new UUID(b.getLong(), b.getLong()).toString();
+        }
         return ((UUID) v).toString();
       case FIXED:
       case BINARY:

@@ -1,0 +1,148 @@
+//! Reading Iceberg tables back with PyIceberg and Java Iceberg.
+//!
+//! Both readers print the same canonical JSON (see `tests/readers/python/README.md`): the
+//! current schema, partition spec, properties, snapshots with summaries, and the rows read
+//! with the current schema, sorted. Tests compare what Outflow wrote with what both say.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::{python, require_env, run_json};
+
+/// An independent Iceberg implementation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    /// PyIceberg 0.12 (with pyarrow).
+    PyIceberg,
+    /// Java Iceberg 1.12, the reference implementation.
+    Java,
+}
+
+impl Reader {
+    /// Both readers.
+    pub const ALL: [Reader; 2] = [Reader::PyIceberg, Reader::Java];
+}
+
+/// Where a test's catalog lives.
+#[derive(Clone, Debug)]
+pub enum TestCatalog {
+    /// A SQL catalog in a SQLite file.
+    Sql {
+        /// The catalog name (rows in `iceberg_tables` are keyed by it).
+        name: String,
+        /// The SQLite file.
+        db: PathBuf,
+        /// The warehouse directory.
+        warehouse: PathBuf,
+    },
+    /// The REST catalog server `scripts/servers/iceberg-rest.sh` started.
+    Rest {
+        /// The catalog name.
+        name: String,
+        /// The server's URI.
+        uri: String,
+    },
+}
+
+impl TestCatalog {
+    /// A SQL catalog in a fresh directory: `catalog.db` and `warehouse/` inside it.
+    pub fn sql_in(dir: &Path) -> TestCatalog {
+        let warehouse = dir.join("warehouse");
+        std::fs::create_dir_all(&warehouse).expect("create warehouse");
+        TestCatalog::Sql {
+            name: "outflow".into(),
+            db: dir.join("catalog.db"),
+            warehouse,
+        }
+    }
+
+    /// The test REST catalog server (`OUTFLOW_ICEBERG_REST_URI`).
+    pub fn rest() -> TestCatalog {
+        TestCatalog::Rest {
+            name: "rest".into(),
+            uri: require_env("OUTFLOW_ICEBERG_REST_URI"),
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        match self {
+            TestCatalog::Sql { name, db, warehouse } => vec![
+                "--catalog-type".into(),
+                "sql".into(),
+                "--catalog-name".into(),
+                name.clone(),
+                "--uri".into(),
+                format!("sqlite:///{}", db.display()),
+                "--warehouse".into(),
+                format!("file://{}", warehouse.display()),
+            ],
+            TestCatalog::Rest { name, uri } => vec![
+                "--catalog-type".into(),
+                "rest".into(),
+                "--catalog-name".into(),
+                name.clone(),
+                "--uri".into(),
+                uri.clone(),
+            ],
+        }
+    }
+
+    fn command(&self, reader: Reader, verb: &str, table: &str) -> Command {
+        let mut cmd = match reader {
+            Reader::PyIceberg => {
+                let mut c = Command::new(python());
+                c.arg(require_env("OUTFLOW_ICEBERG_TOOL"));
+                c
+            }
+            Reader::Java => {
+                let mut c = Command::new("java");
+                c.arg("-jar").arg(require_env("OUTFLOW_JAVA_READER_JAR"));
+                c
+            }
+        };
+        cmd.arg(verb).args(self.args()).arg("--table").arg(table);
+        cmd
+    }
+
+    /// Reads `table` (`ns.name`) with `reader`, as canonical JSON.
+    pub fn read(&self, reader: Reader, table: &str) -> Value {
+        run_json(&mut self.command(reader, "read", table))
+    }
+
+    /// Reads `table` with both readers, asserts they agree, and returns what they read.
+    pub fn read_both(&self, table: &str) -> Value {
+        let py = self.read(Reader::PyIceberg, table);
+        let java = self.read(Reader::Java, table);
+        assert_eq!(py, java, "PyIceberg and Java Iceberg disagree about {table}");
+        py
+    }
+
+    /// Has PyIceberg create `table` from a Parquet file's schema (when missing) and append
+    /// its rows. `extra` holds further arguments (`--partition-field day(ts)`...).
+    pub fn pyiceberg_create_and_append(&self, table: &str, parquet: &Path, extra: &[&str]) -> Value {
+        let mut cmd = self.command(Reader::PyIceberg, "create-and-append", table);
+        cmd.arg("--parquet").arg(parquet).args(extra);
+        run_json(&mut cmd)
+    }
+
+    /// Has PyIceberg register existing Parquet files (`add_files`).
+    pub fn pyiceberg_add_files(&self, table: &str, files: &[PathBuf]) -> Value {
+        let mut cmd = self.command(Reader::PyIceberg, "add-files", table);
+        cmd.arg("--files").args(files);
+        run_json(&mut cmd)
+    }
+}
+
+/// The rows of a canonical read.
+pub fn rows(read: &Value) -> &Vec<Value> {
+    read["rows"].as_array().expect("rows is an array")
+}
+
+/// The current schema's fields of a canonical read.
+pub fn fields(read: &Value) -> &Vec<Value> {
+    read["schema"]["fields"]
+        .as_array()
+        .expect("schema.fields is an array")
+}
