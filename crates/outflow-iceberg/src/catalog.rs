@@ -105,6 +105,36 @@ impl CatalogConfig {
         }
     }
 
+    /// The same config with relative local paths (SQLite file, warehouse) taken relative to
+    /// `base` instead of the working directory; job files use this for their own directory.
+    pub fn relative_to(&self, base: &Path) -> CatalogConfig {
+        let resolve = |p: &str| -> String {
+            if p.contains("://") || p.starts_with("sqlite:") || Path::new(p).is_absolute() {
+                p.to_string()
+            } else {
+                base.join(p).display().to_string()
+            }
+        };
+        match self {
+            CatalogConfig::Sql {
+                uri,
+                warehouse,
+                name,
+                properties,
+            } => CatalogConfig::Sql {
+                uri: resolve(uri),
+                warehouse: resolve(warehouse),
+                name: name.clone(),
+                properties: properties.clone(),
+            },
+            CatalogConfig::Memory { warehouse, name } => CatalogConfig::Memory {
+                warehouse: warehouse.as_deref().map(resolve),
+                name: name.clone(),
+            },
+            rest @ CatalogConfig::Rest { .. } => rest.clone(),
+        }
+    }
+
     /// Checks the values without connecting.
     pub fn validate(&self) -> Result<()> {
         if self.name().trim().is_empty() {

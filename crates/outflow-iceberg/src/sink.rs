@@ -229,10 +229,33 @@ async fn create_table(
     let name = table_name(ident);
     let plan = EvolutionPlanner::new(&options.schema_evolution).plan(std::slice::from_ref(input));
     let schema = creatable_schema(&plan, &name)?;
-    let iceberg_schema = to_iceberg_schema(&schema, 0)?;
-    let spec = partition_spec(&iceberg_schema, &options.partition_fields)?;
-    let order = sort_order(&iceberg_schema, &options.sort_order)?;
-    let properties = options.table_properties.clone().into_iter().collect();
+    create_with_name_mapping(
+        catalog,
+        ident,
+        &schema,
+        &options.partition_fields,
+        &options.sort_order,
+        &options.table_properties,
+    )
+    .await
+}
+
+/// Creates a table of `schema` with its partition spec, sort order and properties, and gives
+/// it a name mapping; when another writer created it first, loads theirs. Returns the table
+/// and whether this call created it.
+pub(crate) async fn create_with_name_mapping(
+    catalog: &IcebergCatalog,
+    ident: &TableIdent,
+    schema: &Schema,
+    partition_fields: &[crate::partition::PartitionField],
+    sort_fields: &[crate::partition::SortField],
+    properties: &std::collections::BTreeMap<String, String>,
+) -> Result<(Table, bool)> {
+    let name = table_name(ident);
+    let iceberg_schema = to_iceberg_schema(schema, 0)?;
+    let spec = partition_spec(&iceberg_schema, partition_fields)?;
+    let order = sort_order(&iceberg_schema, sort_fields)?;
+    let properties = properties.clone().into_iter().collect();
     let (table, created) = catalog
         .create_table(ident, iceberg_schema, spec, order, properties)
         .await?;
@@ -687,40 +710,41 @@ impl IcebergSink {
     }
 }
 
-#[async_trait]
-impl PrepareDestination for IcebergDestinations {
-    async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+impl IcebergDestinations {
+    /// What preparing `destination` would do, and the error it would hit, if any.
+    async fn plan_with_error(
+        &self,
+        destination: &str,
+        schema: &SchemaRef,
+    ) -> Result<(DestinationPlan, Option<Error>)> {
+        let failed = |e: Error| Ok((DestinationPlan::failed(destination, &e), Some(e)));
         let input = InputSchema::new(Schema::from_arrow(schema)?);
         let ident = match parse_table_ident(destination) {
             Ok(ident) => ident,
-            Err(e) => return Ok(DestinationPlan::failed(destination, &e)),
+            Err(e) => return failed(e),
         };
         let config = &self.options.schema_evolution;
         let Some(table) = self.catalog.load_table(&ident).await? else {
             if self.options.create_disposition == CreateDisposition::CreateNever {
-                return Ok(DestinationPlan::failed(
-                    destination,
-                    &Error::not_found("table", destination),
-                ));
+                return failed(Error::not_found("table", destination));
             }
             let plan = EvolutionPlanner::new(config).plan(std::slice::from_ref(&input));
-            let mut out = match creatable_schema(&plan, destination) {
-                Ok(_) => DestinationPlan::new(destination, PlannedAction::Create),
-                Err(e) => DestinationPlan::failed(destination, &e),
+            let (mut out, error) = match creatable_schema(&plan, destination) {
+                Ok(_) => (DestinationPlan::new(destination, PlannedAction::Create), None),
+                Err(e) => (DestinationPlan::failed(destination, &e), Some(e)),
             };
             for field in &self.options.partition_fields {
                 out = out.with_detail(format!("partition by {field}"));
             }
-            return Ok(out.with_evolution(plan));
+            return Ok((out.with_evolution(plan), error));
         };
         if self.options.write_disposition == WriteDisposition::Empty {
             let rows = table_row_count(&table).await?;
             if rows > 0 {
-                let err = Error::new(
+                return failed(Error::new(
                     ErrorKind::Conflict,
                     format!("table {destination} holds {rows} rows and write_disposition is empty"),
-                );
-                return Ok(DestinationPlan::failed(destination, &err));
+                ));
             }
         }
         let current = from_iceberg_schema(table.metadata().current_schema());
@@ -732,31 +756,52 @@ impl PrepareDestination for IcebergDestinations {
             planner = planner.name_mapping(mapping);
         }
         let plan = planner.plan(std::slice::from_ref(&input));
-        let mut out = if !plan.all_compatible() {
+        let (mut out, error) = if !plan.all_compatible() {
             let reasons: Vec<String> = plan
                 .rejection_reasons()
                 .iter()
                 .map(|(_, r)| r.to_string())
                 .collect();
-            let err = Error::new(ErrorKind::SchemaIncompatible, reasons.join("; "));
-            DestinationPlan::failed(destination, &err)
+            let err = Error::new(ErrorKind::SchemaIncompatible, reasons.join("; "))
+                .with_context("table", destination.to_string());
+            (DestinationPlan::failed(destination, &err), Some(err))
         } else if plan.changes_schema() {
-            DestinationPlan::new(destination, PlannedAction::Update)
+            (DestinationPlan::new(destination, PlannedAction::Update), None)
         } else {
-            DestinationPlan::new(destination, PlannedAction::Unchanged)
+            (DestinationPlan::new(destination, PlannedAction::Unchanged), None)
         };
         if self.options.write_disposition == WriteDisposition::Truncate {
             out = out.with_detail("replace the table's rows");
         }
-        Ok(out.with_evolution(plan))
+        Ok((out.with_evolution(plan), error))
+    }
+}
+
+#[async_trait]
+impl PrepareDestination for IcebergDestinations {
+    async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        Ok(self.plan_with_error(destination, schema).await?.0)
     }
 
     async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        let planned = self.plan(destination, schema).await?;
-        if planned.action == PlannedAction::Fail {
-            let message = planned.error.clone().unwrap_or_default();
-            return Err(Error::new(ErrorKind::SchemaIncompatible, message)
-                .with_context("table", destination.to_string()));
+        let (planned, error) = self.plan_with_error(destination, schema).await?;
+        if let Some(error) = error {
+            // Under route_to_errors a schema that does not fit is no reason to stop: its
+            // rows become failed records when they are written.
+            let routed = error.kind() == ErrorKind::SchemaIncompatible
+                && self.options.schema_evolution.on_incompatible()
+                    == IncompatibleSchemaHandling::RouteToErrors
+                && planned.evolution.is_some();
+            if routed {
+                let mut done = planned.with_detail(format!(
+                    "rows that do not fit go to failed records: {}",
+                    error.message()
+                ));
+                done.action = PlannedAction::Unchanged;
+                done.error = None;
+                return Ok(done);
+            }
+            return Err(error);
         }
         let input = InputSchema::new(Schema::from_arrow(schema)?);
         let (table, _) = prepare_table(&self.catalog, &self.options, destination, &input).await?;

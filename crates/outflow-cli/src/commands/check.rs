@@ -1,0 +1,130 @@
+//! `outflow check JOB.yaml`: the source and transforms of a job, without its sink.
+//!
+//! The sink section must be there but is not read, so a job can be checked before the
+//! sink's credentials or service exist; `outflow plan` is the check of the sink side.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use indicatif::HumanBytes;
+use outflow_core::Result;
+use serde::de::IgnoredAny;
+use serde_json::json;
+
+use super::Reporter;
+use crate::exit::ExitStatus;
+use crate::job::{Job, JobFile};
+use crate::output::progress::Progress;
+use crate::output::summary::read_line;
+use crate::output::{Paint, Style, columns};
+use crate::run::{Pipeline, ReadStats, read_through};
+
+/// Examples for `outflow check --help`.
+pub const AFTER_HELP: &str = "\
+Examples:
+  outflow check job.yaml                  every file read, every transform applied
+  outflow check job.yaml --schema-only    the files and the schemas, reading no data
+  outflow check job.yaml --json
+
+Exit codes: 0 the source reads cleanly, 1 a file could not be read or a value did not
+parse or convert (the error names the file and line or row), 2 usage or bad job file
+(including a source path that matches no file).";
+
+/// How many file names the text output lists.
+const LISTED_FILES: usize = 10;
+
+/// Arguments of `outflow check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The job file (YAML).
+    #[arg(value_name = "JOB.yaml")]
+    pub job: PathBuf,
+    /// Stop after settling the schemas; read no rows.
+    #[arg(long)]
+    pub schema_only: bool,
+    /// Print one JSON document: the files, both schemas and what was read.
+    #[arg(long)]
+    pub json: bool,
+    /// Show no progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Runs `outflow check`.
+pub async fn execute(args: CheckArgs) -> ExitStatus {
+    let reporter = Reporter::new(&args.job, args.json);
+    let file = match JobFile::load(&args.job) {
+        Ok(file) => file,
+        Err(err) => return reporter.fail(None, &err),
+    };
+    match check(&file, &args, &reporter).await {
+        Ok(()) => ExitStatus::Ok,
+        Err(err) => reporter.fail(Some(&file), &err),
+    }
+}
+
+async fn check(file: &JobFile, args: &CheckArgs, reporter: &Reporter) -> Result<()> {
+    let job: Job<IgnoredAny> = file.parse()?;
+    let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
+    let source = pipeline.source();
+    let files: Vec<String> = source.files().iter().map(|f| f.display().to_string()).collect();
+    let format = source.format();
+    let bytes = source.total_bytes();
+    let input = columns(source.schema());
+    let output = columns(pipeline.output_schema());
+    let style = Style::for_stdout();
+
+    if !reporter.json() {
+        let mut out = format!(
+            "{} {} {format} file{}, {}\n",
+            style.paint(Paint::Bold, "Source:"),
+            files.len(),
+            if files.len() == 1 { "" } else { "s" },
+            HumanBytes(bytes)
+        );
+        for name in files.iter().take(LISTED_FILES) {
+            out.push_str(&format!("  {name}\n"));
+        }
+        if files.len() > LISTED_FILES {
+            out.push_str(&format!("  ... and {} more\n", files.len() - LISTED_FILES));
+        }
+        for (title, schema) in [("Source schema:", &input), ("Schema after transforms:", &output)] {
+            out.push_str(&format!("{}\n", style.paint(Paint::Bold, title)));
+            for column in schema {
+                let required = if column.nullable { "" } else { " not null" };
+                out.push_str(&format!("  {}: {}{required}\n", column.name, column.data_type));
+            }
+        }
+        print!("{out}");
+    }
+
+    let read: Option<ReadStats> = if args.schema_only {
+        None
+    } else {
+        Some(read_through(pipeline, &Progress::on_stderr(args.quiet)).await?)
+    };
+
+    if reporter.json() {
+        let doc = json!({
+            "status": ExitStatus::Ok.as_str(),
+            "exit_code": ExitStatus::Ok.code(),
+            "job": args.job,
+            "source": { "format": format.as_str(), "files": files, "bytes": bytes },
+            "source_schema": input,
+            "schema": output,
+            "read": read,
+        });
+        println!("{doc}");
+    } else if let Some(read) = read {
+        let line = read_line(&read);
+        let mut chars = line.chars();
+        let line: String = chars
+            .next()
+            .map(|c| c.to_ascii_uppercase())
+            .into_iter()
+            .chain(chars)
+            .collect();
+        println!("{line}");
+    }
+    Ok(())
+}

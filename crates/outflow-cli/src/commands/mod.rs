@@ -1,0 +1,144 @@
+//! The subcommands, one module each.
+//!
+//! Every subcommand is a clap `Args` struct and an `execute` function that prints its own
+//! output and returns the [`ExitStatus`]. A sink's own subcommands (`outflow iceberg
+//! add-files`, `outflow bigquery ensure-table`...) go in `commands/<sink>.rs` as a clap
+//! `Subcommand` enum with an `execute` function, and take one variant here:
+//!
+//! ```ignore
+//! /// Iceberg tables: register existing Parquet files, ...
+//! #[command(subcommand)]
+//! Iceberg(iceberg::IcebergCommand),
+//! ```
+//!
+//! plus its arm in [`Command::execute`]. [`Reporter`] prints errors the same way for all.
+
+pub mod check;
+pub mod plan;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use outflow_core::Error;
+
+use crate::exit::{EXIT_CODES_HELP, ExitStatus};
+use crate::job::JobFile;
+use crate::output::summary::error_document;
+
+const ABOUT: &str = "Load local Parquet, CSV and NDJSON files into Apache Iceberg, Google BigQuery \
+                     and Cloud Bigtable, as a job file describes";
+
+const AFTER_HELP: &str = "\
+Examples:
+  outflow run examples/jobs/quickstart.yaml    run a job
+  outflow plan job.yaml                        what a run would do to each table
+  outflow check job.yaml                       read and transform, write nothing
+  outflow run job.yaml --json --quiet > out.json
+
+Logs: set OUTFLOW_LOG (e.g. OUTFLOW_LOG=debug) for diagnostics on stderr.";
+
+/// The `outflow` command line.
+#[derive(Debug, Parser)]
+#[command(name = "outflow", version, about = ABOUT, after_help = format!("{AFTER_HELP}\n\n{EXIT_CODES_HELP}"))]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a job: read the source, apply the transforms, write through the sink.
+    #[command(after_help = run::AFTER_HELP)]
+    Run(run::RunArgs),
+    /// Show what a run would do to each destination (create, evolve, or the error it would
+    /// hit), changing nothing.
+    #[command(after_help = plan::AFTER_HELP)]
+    Plan(plan::PlanArgs),
+    /// Read the source through the transforms and write nothing: the files, the schema the
+    /// sink would receive, and the rows; finds bad rows before a run does.
+    #[command(after_help = check::AFTER_HELP)]
+    Check(check::CheckArgs),
+}
+
+impl Command {
+    /// Runs the subcommand and says how the process should end.
+    pub async fn execute(self) -> ExitStatus {
+        match self {
+            Command::Run(args) => run::execute(args).await,
+            Command::Plan(args) => plan::execute(args).await,
+            Command::Check(args) => check::execute(args).await,
+        }
+    }
+}
+
+/// The `outflow` binary: parses the arguments (usage errors exit with 2), runs the
+/// subcommand on a Tokio runtime and exits with its status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitStatus::Failed.into();
+        }
+    };
+    runtime.block_on(cli.command.execute()).into()
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OUTFLOW_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Prints a command's errors: a line on stderr always, and with `--json` the error document
+/// on stdout, so a script reading stdout always gets one JSON document.
+#[derive(Debug)]
+pub struct Reporter {
+    job: PathBuf,
+    json: bool,
+}
+
+impl Reporter {
+    /// A reporter for the job at `job`.
+    pub fn new(job: &Path, json: bool) -> Reporter {
+        Reporter {
+            job: job.to_path_buf(),
+            json,
+        }
+    }
+
+    /// Whether output is JSON.
+    pub fn json(&self) -> bool {
+        self.json
+    }
+
+    /// Prints `err`, with substituted values shown as their `${VAR}` text when the job file
+    /// was read, and returns the exit status it means.
+    pub fn fail(&self, file: Option<&JobFile>, err: &Error) -> ExitStatus {
+        let status = ExitStatus::of(err);
+        let message = error_text(file, err);
+        eprintln!("error: {message}");
+        if self.json {
+            println!("{}", error_document(&self.job, status, &message));
+        }
+        status
+    }
+}
+
+/// The error as printed: its message, its kind, and the chain of sources, redacted.
+pub fn error_text(file: Option<&JobFile>, err: &Error) -> String {
+    let text = err.to_string();
+    match file {
+        Some(file) => file.redact(&text),
+        None => text,
+    }
+}

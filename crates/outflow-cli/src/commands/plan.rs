@@ -1,0 +1,104 @@
+//! `outflow plan JOB.yaml`: what a run would do to each destination, changing nothing.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use outflow_core::{DestinationPlan, PlannedAction, Result};
+use serde_json::json;
+
+use super::Reporter;
+use crate::exit::ExitStatus;
+use crate::job::{Job, JobFile};
+use crate::output::plan::render_plan;
+use crate::output::progress::Progress;
+use crate::output::{Paint, Style, columns};
+use crate::run::{Pipeline, destinations};
+use crate::sinks::SinkContext;
+
+/// Examples for `outflow plan --help`.
+pub const AFTER_HELP: &str = "\
+Examples:
+  outflow plan job.yaml           the schema the sink receives, then each destination's plan
+  outflow plan job.yaml --json    the same as JSON, for review bots
+  NO_COLOR=1 outflow plan job.yaml
+
+Each destination shows its action (create, update, unchanged, fail) and, for sinks that
+evolve schemas, the changes as a tree: + added, ~ relaxed to optional, ^ promoted to a
+wider type, ! conflict, x not allowed by the evolution options. A fixed table is planned
+from the schema alone; a table template reads the source to find the tables.
+
+Exit codes: 0 every destination can be prepared, 1 a destination would fail (or the plan
+could not be made), 2 usage or bad job file.";
+
+/// Arguments of `outflow plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The job file (YAML).
+    #[arg(value_name = "JOB.yaml")]
+    pub job: PathBuf,
+    /// Print one JSON document: the output schema and each destination's plan.
+    #[arg(long)]
+    pub json: bool,
+    /// Show no progress bar while a table template reads the source.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Runs `outflow plan`.
+pub async fn execute(args: PlanArgs) -> ExitStatus {
+    let reporter = Reporter::new(&args.job, args.json);
+    let file = match JobFile::load(&args.job) {
+        Ok(file) => file,
+        Err(err) => return reporter.fail(None, &err),
+    };
+    let (schema, plans) = match plan_job(&file, args.quiet).await {
+        Ok(planned) => planned,
+        Err(err) => return reporter.fail(Some(&file), &err),
+    };
+    let status = if plans.iter().any(|p| p.action == PlannedAction::Fail) {
+        ExitStatus::Failed
+    } else {
+        ExitStatus::Ok
+    };
+    if args.json {
+        let doc = json!({
+            "status": status.as_str(),
+            "exit_code": status.code(),
+            "job": args.job,
+            "schema": schema,
+            "destinations": plans,
+        });
+        println!("{}", file.redact(&doc.to_string()));
+    } else {
+        let style = Style::for_stdout();
+        let mut out = format!("{}\n", style.paint(Paint::Bold, "Schema the sink receives:"));
+        for column in &schema {
+            let required = if column.nullable { "" } else { " not null" };
+            out.push_str(&format!("  {}: {}{required}\n", column.name, column.data_type));
+        }
+        for plan in &plans {
+            out.push('\n');
+            out.push_str(&render_plan(plan, style));
+        }
+        print!("{}", file.redact(&out));
+    }
+    status
+}
+
+async fn plan_job(file: &JobFile, quiet: bool) -> Result<(Vec<crate::output::Column>, Vec<DestinationPlan>)> {
+    let job: Job = file.parse()?;
+    let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
+    let schema = pipeline.output_schema().clone();
+    let context = SinkContext {
+        base_dir: file.dir(),
+        schema: &schema,
+    };
+    let built = job.sink.build(&context).await?;
+    let progress = Progress::on_stderr(quiet);
+    let names = destinations(pipeline, &built.destination, &progress).await?;
+    let mut plans = Vec::with_capacity(names.len());
+    for name in names {
+        plans.push(built.preparer.plan(&name, &schema).await?);
+    }
+    Ok((columns(&schema), plans))
+}

@@ -1,0 +1,99 @@
+//! `outflow run JOB.yaml`: the job, start to end.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use outflow_core::Result;
+
+use super::{Reporter, error_text};
+use crate::exit::ExitStatus;
+use crate::job::{Job, JobFile};
+use crate::output::Style;
+use crate::output::progress::Progress;
+use crate::output::summary::{run_document, run_summary};
+use crate::run::{Pipeline, RunOptions, RunReport, run};
+use crate::sinks::SinkContext;
+
+/// Examples for `outflow run --help`.
+pub const AFTER_HELP: &str = "\
+Examples:
+  outflow run examples/jobs/quickstart.yaml
+  outflow run nightly.yaml --quiet                 no progress bar
+  outflow run nightly.yaml --json > result.json    the WriteResult and timing as JSON
+  TOKEN=... outflow run job.yaml                   ${TOKEN} in the job file is replaced
+
+Records the sink rejects go to the job's dead_letter file; without one the run ends with
+exit code 3 and lists the first five. Exit codes: 0 ok, 1 failed, 2 usage or bad job
+file, 3 records rejected.";
+
+/// Arguments of `outflow run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The job file (YAML).
+    #[arg(value_name = "JOB.yaml")]
+    pub job: PathBuf,
+    /// Show no progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print one JSON document on stdout instead of the summary table: status, exit code,
+    /// timing, what was read, what each destination's preparation did, and the sink's
+    /// result with its failed records.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `outflow run`.
+pub async fn execute(args: RunArgs) -> ExitStatus {
+    let reporter = Reporter::new(&args.job, args.json);
+    let file = match JobFile::load(&args.job) {
+        Ok(file) => file,
+        Err(err) => return reporter.fail(None, &err),
+    };
+    let report = match run_job(&file, args.quiet).await {
+        Ok(report) => report,
+        Err(err) => return reporter.fail(Some(&file), &err),
+    };
+    let status = status_of(&report);
+    if args.json {
+        println!("{}", run_document(&args.job, status, &report));
+    } else {
+        print!("{}", run_summary(&report, Style::for_stdout()));
+    }
+    if let Some(err) = report.rejection_error() {
+        eprintln!("error: {}", error_text(Some(&file), &err));
+    }
+    status
+}
+
+/// How a finished run ends: rejected records make it [`ExitStatus::Rejected`], whether
+/// they went to a dead-letter file or not.
+pub fn status_of(report: &RunReport) -> ExitStatus {
+    if report.result.failed.is_empty() {
+        ExitStatus::Ok
+    } else {
+        ExitStatus::Rejected
+    }
+}
+
+async fn run_job(file: &JobFile, quiet: bool) -> Result<RunReport> {
+    let job: Job = file.parse()?;
+    let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
+    let context = SinkContext {
+        base_dir: file.dir(),
+        schema: pipeline.output_schema(),
+    };
+    let mut built = job.sink.build(&context).await?;
+    let options = RunOptions {
+        dead_letter: job.dead_letter.as_deref().map(|p| file.resolve(p)),
+    };
+    let progress = Progress::on_stderr(quiet);
+    run(
+        pipeline,
+        built.sink.as_mut(),
+        built.preparer.as_ref(),
+        &built.destination,
+        &options,
+        &progress,
+    )
+    .await
+}

@@ -1,0 +1,87 @@
+//! Exit codes, so scripts can tell a bad job file from a failed run from rejected records.
+
+use outflow_core::{Error, ErrorKind};
+
+/// How `outflow` ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// 0: everything was written.
+    Ok,
+    /// 1: the run failed: a file could not be read or parsed, a value did not convert,
+    /// the sink or its service failed.
+    Failed,
+    /// 2: usage: bad arguments, or a job file that cannot run as written (it does not
+    /// parse, names an unknown key, lacks a variable, its source path matches no file, a
+    /// transform names a missing column, a sink option is invalid).
+    Usage,
+    /// 3: the run finished, but the sink rejected some records (they are in the dead-letter
+    /// file, or listed in the error when there is none).
+    Rejected,
+}
+
+/// The exit codes as `--help` shows them.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  ok: every record was written
+  1  failed: a file could not be read or parsed, a value did not convert, or the sink failed
+  2  usage: bad arguments, or a job file that cannot run as written (syntax, unknown key,
+     missing variable, source path matching no file, unknown column, invalid sink option)
+  3  records rejected: the run finished, but the sink rejected some records";
+
+impl ExitStatus {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitStatus::Ok => 0,
+            ExitStatus::Failed => 1,
+            ExitStatus::Usage => 2,
+            ExitStatus::Rejected => 3,
+        }
+    }
+
+    /// The status an error ends the process with: the job file's fault
+    /// ([`ErrorKind::InvalidConfig`]) is a usage error, rejected records are
+    /// [`ExitStatus::Rejected`], anything else a failure.
+    pub fn of(err: &Error) -> ExitStatus {
+        match err.kind() {
+            ErrorKind::InvalidConfig => ExitStatus::Usage,
+            ErrorKind::RejectedRecords => ExitStatus::Rejected,
+            _ => ExitStatus::Failed,
+        }
+    }
+
+    /// The status's name in JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExitStatus::Ok => "ok",
+            ExitStatus::Failed => "failed",
+            ExitStatus::Usage => "usage",
+            ExitStatus::Rejected => "rejected",
+        }
+    }
+}
+
+impl From<ExitStatus> for std::process::ExitCode {
+    fn from(status: ExitStatus) -> Self {
+        std::process::ExitCode::from(status.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_codes() {
+        assert_eq!(
+            ExitStatus::of(&Error::invalid_config("source.path", "x")).code(),
+            2
+        );
+        assert_eq!(ExitStatus::of(&Error::invalid_input("bad row")).code(), 1);
+        assert_eq!(ExitStatus::of(&Error::not_found("table", "db.t")).code(), 1);
+        assert_eq!(
+            ExitStatus::of(&Error::new(ErrorKind::RejectedRecords, "3 rejected")).code(),
+            3
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! The end of a run: a table per destination for people, one JSON document for machines.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use indicatif::{HumanBytes, HumanCount, HumanDuration};
+use serde_json::{Value, json};
+
+use super::{Paint, Style, table};
+use crate::exit::ExitStatus;
+use crate::run::{ReadStats, RunReport};
+
+/// The summary of a run: a line on what was read and written, then a row per destination
+/// (rows, files, bytes, failed records), then where rejected records went.
+pub fn run_summary(report: &RunReport, style: Style) -> String {
+    let result = &report.result;
+    let mut failed: BTreeMap<&str, u64> = BTreeMap::new();
+    for record in &result.failed {
+        *failed.entry(record.destination.as_str()).or_default() += 1;
+    }
+    let mut names: Vec<&str> = result.destinations.keys().map(String::as_str).collect();
+    for name in failed.keys() {
+        if !names.contains(name) {
+            names.push(name);
+        }
+    }
+    names.sort();
+
+    let mut out = format!(
+        "{} {} rows to {} destination{} in {} ({})\n",
+        style.paint(Paint::Bold, "Wrote"),
+        HumanCount(result.rows_written()),
+        names.len(),
+        if names.len() == 1 { "" } else { "s" },
+        duration(report.elapsed),
+        read_line(&report.read),
+    );
+    if !names.is_empty() {
+        let mut rows = vec![
+            ["destination", "rows", "files", "bytes", "failed"]
+                .map(String::from)
+                .to_vec(),
+        ];
+        for name in &names {
+            let stats = result.destinations.get(*name).cloned().unwrap_or_default();
+            let failed = failed.get(name).copied().unwrap_or(0);
+            rows.push(vec![
+                name.to_string(),
+                HumanCount(stats.rows).to_string(),
+                HumanCount(stats.files).to_string(),
+                HumanBytes(stats.bytes).to_string(),
+                HumanCount(failed).to_string(),
+            ]);
+        }
+        if names.len() > 1 {
+            rows.push(vec![
+                "total".to_string(),
+                HumanCount(result.rows_written()).to_string(),
+                HumanCount(result.files_written()).to_string(),
+                HumanBytes(result.bytes_written()).to_string(),
+                HumanCount(result.failed.len() as u64).to_string(),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&table(&rows, &[false, true, true, true, true]));
+    }
+    if let Some(dead) = &report.dead_letter
+        && dead.records > 0
+    {
+        out.push('\n');
+        out.push_str(&style.paint(
+            Paint::Yellow,
+            &format!(
+                "{} rejected record{} written to {}",
+                HumanCount(dead.records),
+                if dead.records == 1 { "" } else { "s" },
+                dead.path.display()
+            ),
+        ));
+        out.push('\n');
+    }
+    out
+}
+
+/// Seconds with a tenth under a minute, then minutes and hours.
+fn duration(elapsed: Duration) -> String {
+    if elapsed < Duration::from_secs(60) {
+        format!("{:.1}s", elapsed.as_secs_f64())
+    } else {
+        HumanDuration(elapsed).to_string()
+    }
+}
+
+/// "read 3 files, 1.2 MiB, 10,000 rows".
+pub fn read_line(read: &ReadStats) -> String {
+    let mut line = format!(
+        "read {} file{}, {}, {} rows",
+        read.files,
+        if read.files == 1 { "" } else { "s" },
+        HumanBytes(read.bytes),
+        HumanCount(read.rows_read)
+    );
+    if read.rows_out != read.rows_read {
+        line.push_str(&format!(", {} after transforms", HumanCount(read.rows_out)));
+    }
+    line
+}
+
+/// The `--json` document of a finished run: its status and exit code, the job, the time
+/// taken, what was read, what preparing each destination did, and the sink's
+/// `WriteResult` (per-destination counts and failed records).
+pub fn run_document(job: &Path, status: ExitStatus, report: &RunReport) -> Value {
+    json!({
+        "status": status.as_str(),
+        "exit_code": status.code(),
+        "job": job,
+        "elapsed_seconds": report.elapsed.as_secs_f64(),
+        "read": report.read,
+        "prepared": report.prepared,
+        "result": report.result,
+        "dead_letter": report.dead_letter,
+    })
+}
+
+/// The `--json` document of a command that failed.
+pub fn error_document(job: &Path, status: ExitStatus, message: &str) -> Value {
+    json!({
+        "status": status.as_str(),
+        "exit_code": status.code(),
+        "job": job,
+        "error": message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use outflow_core::sink::DestinationStats;
+    use outflow_core::{FailedRecord, WriteResult};
+
+    use super::*;
+    use crate::run::DeadLetterReport;
+
+    fn report() -> RunReport {
+        let mut result = WriteResult::default();
+        result.record(
+            "db.a",
+            DestinationStats {
+                rows: 1500,
+                bytes: 2048,
+                files: 2,
+                commits: 1,
+            },
+        );
+        result.record(
+            "db.b",
+            DestinationStats {
+                rows: 10,
+                bytes: 100,
+                files: 1,
+                commits: 1,
+            },
+        );
+        result.failed.push(FailedRecord {
+            destination: "db.b".into(),
+            index: Some(3),
+            record: None,
+            reason: "too big".into(),
+        });
+        RunReport {
+            read: ReadStats {
+                files: 2,
+                bytes: 4096,
+                rows_read: 1520,
+                rows_out: 1511,
+            },
+            prepared: Vec::new(),
+            result,
+            elapsed: Duration::from_millis(1500),
+            dead_letter: Some(DeadLetterReport {
+                path: PathBuf::from("failed.ndjson"),
+                records: 1,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_summary_has_a_row_per_destination_and_a_total() {
+        let text = run_summary(&report(), Style::plain());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "Wrote 1,510 rows to 2 destinations in 1.5s (read 2 files, 4.00 KiB, 1,520 rows, 1,511 after transforms)"
+        );
+        assert_eq!(lines[2], "destination   rows  files     bytes  failed");
+        assert_eq!(lines[3], "db.a         1,500      2  2.00 KiB       0");
+        assert_eq!(lines[4], "db.b            10      1     100 B       1");
+        assert_eq!(lines[5], "total        1,510      3  2.10 KiB       1");
+        assert_eq!(lines[7], "1 rejected record written to failed.ndjson");
+    }
+
+    #[test]
+    fn the_json_document_carries_the_write_result_and_timing() {
+        let doc = run_document(Path::new("job.yaml"), ExitStatus::Rejected, &report());
+        assert_eq!(doc["status"], "rejected");
+        assert_eq!(doc["exit_code"], 3);
+        assert_eq!(doc["elapsed_seconds"], 1.5);
+        assert_eq!(doc["read"]["rows_out"], 1511);
+        assert_eq!(doc["result"]["destinations"]["db.a"]["rows"], 1500);
+        assert_eq!(doc["result"]["failed"][0]["reason"], "too big");
+        assert_eq!(doc["dead_letter"]["records"], 1);
+    }
+}

@@ -1,0 +1,722 @@
+//! The runner: source, transforms, then the sink.
+//!
+//! [`run`] knows sinks only through the core traits. It prepares each destination once,
+//! before the first row for it (a fixed table before any row, so an empty input still
+//! gets its table and a bad table fails before a long read), writes every batch, flushes
+//! once at the end and closes the sink to collect the [`WriteResult`]. Records the sink
+//! rejects go to the dead-letter file when the job names one.
+//!
+//! When anything fails part way, the sink is dropped without flushing or closing: a sink
+//! that commits on flush (Iceberg) then commits nothing, and the error is returned.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use outflow_core::{
+    Destination, DestinationPlan, Error, ErrorKind, FailedRecord, PlannedAction, PrepareDestination, Result,
+    Sink, WriteResult,
+};
+use serde::Serialize;
+
+use crate::job::{SourceSpec, TransformSpec};
+use crate::output::progress::Progress;
+use crate::reword;
+use crate::source::{Source, SourceEvent, SourceFile, SourceStream};
+use crate::transform::Transforms;
+
+/// Batches read ahead of the sink; with the batch being transformed and the one being
+/// written, this bounds the batches in memory.
+pub const READ_AHEAD: usize = 2;
+
+/// How many rejected records an error lists when there is no dead-letter file.
+pub const LISTED_REJECTIONS: usize = 5;
+
+/// The source and the transforms, opened and planned: the job minus its sink.
+#[derive(Debug)]
+pub struct Pipeline {
+    source: Source,
+    transforms: Transforms,
+}
+
+impl Pipeline {
+    /// Opens the source (paths relative to `base`) and plans the transforms against its
+    /// schema. Nothing but schemas is read.
+    pub fn open(source: &SourceSpec, transforms: &[TransformSpec], base: &Path) -> Result<Pipeline> {
+        let source = Source::open(source, base)?;
+        let transforms = Transforms::new(transforms, source.schema().clone())?;
+        Ok(Pipeline { source, transforms })
+    }
+
+    /// The source.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// The schema of the rows the sink receives.
+    pub fn output_schema(&self) -> &SchemaRef {
+        self.transforms.output_schema()
+    }
+
+    /// Starts reading: transformed batches, one at a time, with progress counted.
+    pub fn batches(self, progress: &Progress) -> Batches<'_> {
+        progress.start("reading", self.source.total_bytes(), self.source.files().len());
+        let files = self.source.files().to_vec();
+        Batches {
+            stream: self.source.stream(READ_AHEAD),
+            transforms: self.transforms,
+            files,
+            progress,
+            current_file: None,
+            stats: ReadStats::default(),
+        }
+    }
+}
+
+/// What was read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReadStats {
+    /// Files read to the end.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// Rows read.
+    pub rows_read: u64,
+    /// Rows left after the transforms (what the sink was given).
+    pub rows_out: u64,
+}
+
+/// Transformed batches of a [`Pipeline`]; see [`Pipeline::batches`].
+pub struct Batches<'p> {
+    stream: SourceStream,
+    transforms: Transforms,
+    files: Vec<SourceFile>,
+    progress: &'p Progress,
+    current_file: Option<usize>,
+    stats: ReadStats,
+}
+
+impl Batches<'_> {
+    /// The next non-empty transformed batch, or `None` at the end. Errors name the file.
+    pub async fn next(&mut self) -> Result<Option<RecordBatch>> {
+        while let Some(event) = self.stream.next().await {
+            match event? {
+                SourceEvent::Batch { file, batch, bytes } => {
+                    if self.current_file != Some(file) {
+                        self.transforms.start_file();
+                        self.current_file = Some(file);
+                    }
+                    let rows = batch.num_rows() as u64;
+                    self.stats.rows_read += rows;
+                    self.stats.bytes += bytes;
+                    self.progress.batch(rows, bytes);
+                    let path = &self.files[file];
+                    let batch = self
+                        .transforms
+                        .apply(batch)
+                        .map_err(|e| reword(&e, format!("{}: {}", path.display(), e.message())))?;
+                    if batch.num_rows() > 0 {
+                        self.stats.rows_out += batch.num_rows() as u64;
+                        return Ok(Some(batch));
+                    }
+                }
+                SourceEvent::FileDone { bytes, .. } => {
+                    self.stats.files += 1;
+                    self.stats.bytes += bytes;
+                    self.progress.file_done(bytes);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// What has been read so far.
+    pub fn stats(&self) -> &ReadStats {
+        &self.stats
+    }
+}
+
+/// Options of a run besides the sink.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Where rejected records go, as NDJSON; `None` makes them fail the run.
+    pub dead_letter: Option<PathBuf>,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    /// What was read.
+    pub read: ReadStats,
+    /// What preparing each destination did, in the order they were prepared.
+    pub prepared: Vec<DestinationPlan>,
+    /// What the sink wrote, and the records it rejected.
+    pub result: WriteResult,
+    /// Wall-clock time of the run.
+    #[serde(serialize_with = "seconds")]
+    pub elapsed: Duration,
+    /// The dead-letter file, when the job names one.
+    pub dead_letter: Option<DeadLetterReport>,
+}
+
+/// The dead-letter file after a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeadLetterReport {
+    /// Its path.
+    pub path: PathBuf,
+    /// The records written to it.
+    pub records: u64,
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl RunReport {
+    /// The error a run with rejected records and no dead-letter file ends with
+    /// ([`ErrorKind::RejectedRecords`]), listing the first few; `None` otherwise.
+    pub fn rejection_error(&self) -> Option<Error> {
+        if self.result.failed.is_empty() || self.dead_letter.is_some() {
+            return None;
+        }
+        let failed = &self.result.failed;
+        let mut message = format!(
+            "the sink rejected {} record{} and the job names no dead_letter file:",
+            failed.len(),
+            if failed.len() == 1 { "" } else { "s" }
+        );
+        for record in failed.iter().take(LISTED_REJECTIONS) {
+            message.push_str("\n  ");
+            message.push_str(&describe(record));
+        }
+        if failed.len() > LISTED_REJECTIONS {
+            message.push_str(&format!("\n  ... and {} more", failed.len() - LISTED_REJECTIONS));
+        }
+        Some(Error::new(ErrorKind::RejectedRecords, message))
+    }
+}
+
+fn describe(record: &FailedRecord) -> String {
+    match record.index {
+        Some(index) => format!("{} row {index}: {}", record.destination, record.reason),
+        None => format!("{}: {}", record.destination, record.reason),
+    }
+}
+
+/// Runs `pipeline` into `sink`: see the module docs for the order of things.
+pub async fn run(
+    pipeline: Pipeline,
+    sink: &mut dyn Sink,
+    preparer: &dyn PrepareDestination,
+    destination: &Destination,
+    options: &RunOptions,
+    progress: &Progress,
+) -> Result<RunReport> {
+    let started = Instant::now();
+    let schema = pipeline.output_schema().clone();
+    destination.validate(&schema)?;
+    // Created before reading, so an unwritable path fails before any work.
+    let mut dead_letter = match &options.dead_letter {
+        Some(path) => Some((path.clone(), create_dead_letter(path)?)),
+        None => None,
+    };
+
+    let mut prepared_names: HashSet<String> = HashSet::new();
+    let mut prepared = Vec::new();
+    if let Some(table) = destination.fixed() {
+        prepared.push(prepare(preparer, table, &schema).await?);
+        prepared_names.insert(table.to_string());
+    }
+
+    let mut batches = pipeline.batches(progress);
+    while let Some(batch) = batches.next().await? {
+        if destination.fixed().is_none() {
+            for name in destination_names(destination, &batch)? {
+                if prepared_names.insert(name.clone()) {
+                    prepared.push(prepare(preparer, &name, &schema).await?);
+                }
+            }
+        }
+        sink.write(batch).await?;
+    }
+    let read = batches.stats().clone();
+    drop(batches);
+
+    progress.stage("flushing");
+    sink.flush().await?;
+    progress.stage("closing");
+    let result = sink.close().await?;
+    progress.finish();
+
+    let dead_letter = match dead_letter.take() {
+        Some((path, file)) => {
+            let records = write_dead_letter(&path, file, &result.failed)?;
+            Some(DeadLetterReport { path, records })
+        }
+        None => None,
+    };
+    Ok(RunReport {
+        read,
+        prepared,
+        result,
+        elapsed: started.elapsed(),
+        dead_letter,
+    })
+}
+
+/// Reads `pipeline` to the end without a sink; what `outflow check` does.
+pub async fn read_through(pipeline: Pipeline, progress: &Progress) -> Result<ReadStats> {
+    let mut batches = pipeline.batches(progress);
+    while batches.next().await?.is_some() {}
+    let stats = batches.stats().clone();
+    progress.finish();
+    Ok(stats)
+}
+
+/// The destinations `pipeline`'s rows go to, in order of first appearance. A fixed table
+/// needs no reading; a template reads the whole source.
+pub async fn destinations(
+    pipeline: Pipeline,
+    destination: &Destination,
+    progress: &Progress,
+) -> Result<Vec<String>> {
+    if let Some(table) = destination.fixed() {
+        return Ok(vec![table.to_string()]);
+    }
+    destination.validate(pipeline.output_schema())?;
+    let mut seen = HashSet::new();
+    let mut names = Vec::new();
+    let mut batches = pipeline.batches(progress);
+    while let Some(batch) = batches.next().await? {
+        for name in destination_names(destination, &batch)? {
+            if seen.insert(name.clone()) {
+                names.push(name);
+            }
+        }
+    }
+    progress.finish();
+    Ok(names)
+}
+
+async fn prepare(
+    preparer: &dyn PrepareDestination,
+    name: &str,
+    schema: &SchemaRef,
+) -> Result<DestinationPlan> {
+    let plan = preparer.prepare(name, schema).await?;
+    if plan.action == PlannedAction::Fail {
+        let why = plan.error.as_deref().unwrap_or("no reason given");
+        return Err(
+            Error::new(ErrorKind::InvalidInput, format!("preparing {name} failed: {why}"))
+                .with_context("table", name.to_string()),
+        );
+    }
+    Ok(plan)
+}
+
+/// The distinct destinations of `batch`'s rows, in order of first appearance.
+fn destination_names(destination: &Destination, batch: &RecordBatch) -> Result<Vec<String>> {
+    let per_row = match destination {
+        Destination::Table(table) => return Ok(vec![table.clone()]),
+        Destination::Template(template) => template.render_rows(batch)?,
+        Destination::Function(f) => (0..batch.num_rows())
+            .map(|row| f(batch, row))
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let mut seen = HashSet::new();
+    Ok(per_row
+        .into_iter()
+        .filter(|name| seen.insert(name.clone()))
+        .collect())
+}
+
+fn create_dead_letter(path: &Path) -> Result<File> {
+    File::create(path).map_err(|e| {
+        Error::invalid_config("dead_letter", format!("cannot create {}: {e}", path.display()))
+            .with_context("file", path.display().to_string())
+    })
+}
+
+/// One line of the dead-letter file. Every key is always present (`null` when the sink
+/// did not say), so readers need no schema inference.
+#[derive(Serialize)]
+struct DeadLetterLine<'a> {
+    destination: &'a str,
+    index: Option<u64>,
+    record: Option<&'a serde_json::Value>,
+    reason: &'a str,
+}
+
+fn write_dead_letter(path: &Path, file: File, failed: &[FailedRecord]) -> Result<u64> {
+    let io = |e: std::io::Error| {
+        Error::invalid_input(format!(
+            "cannot write the dead-letter file {}: {e}",
+            path.display()
+        ))
+        .with_context("file", path.display().to_string())
+    };
+    let mut out = BufWriter::new(file);
+    for record in failed {
+        let line = DeadLetterLine {
+            destination: &record.destination,
+            index: record.index,
+            record: record.record.as_ref(),
+            reason: &record.reason,
+        };
+        serde_json::to_writer(&mut out, &line).map_err(|e| io(e.into()))?;
+        out.write_all(b"\n").map_err(io)?;
+    }
+    out.flush().map_err(io)?;
+    Ok(failed.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+    use async_trait::async_trait;
+    use outflow_core::sink::{DestinationStats, row_to_json};
+    use outflow_core::{PlannedAction, TableTemplate};
+
+    use super::*;
+    use crate::exit::ExitStatus;
+    use crate::source::testing::{spec, write};
+
+    /// A sink that keeps what it is given in memory and rejects rows whose `id` a rule
+    /// picks; a test double for the runner, not a sink.
+    #[derive(Default)]
+    struct RecordingSink {
+        log: Arc<Mutex<Vec<String>>>,
+        rows: Vec<i64>,
+        reject: Option<fn(i64) -> bool>,
+        failed: Vec<FailedRecord>,
+        seen: u64,
+    }
+
+    #[async_trait]
+    impl Sink for RecordingSink {
+        async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+            let ids = batch.column(0).as_primitive::<Int64Type>();
+            for (row, id) in ids.values().iter().enumerate() {
+                if self.reject.is_some_and(|reject| reject(*id)) {
+                    self.failed.push(FailedRecord {
+                        destination: "db.t".into(),
+                        index: Some(self.seen),
+                        record: row_to_json(&batch, row),
+                        reason: format!("id {id} is odd"),
+                    });
+                } else {
+                    self.rows.push(*id);
+                }
+                self.seen += 1;
+            }
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("write {}", batch.num_rows()));
+            Ok(())
+        }
+
+        async fn flush(&mut self) -> Result<()> {
+            self.log.lock().unwrap().push("flush".into());
+            Ok(())
+        }
+
+        async fn close(&mut self) -> Result<WriteResult> {
+            self.log.lock().unwrap().push("close".into());
+            let mut result = WriteResult::default();
+            result.record(
+                "db.t",
+                DestinationStats {
+                    rows: self.rows.len() as u64,
+                    bytes: 8 * self.rows.len() as u64,
+                    files: 1,
+                    commits: 1,
+                },
+            );
+            result.failed = std::mem::take(&mut self.failed);
+            Ok(result)
+        }
+    }
+
+    struct RecordingPreparer {
+        log: Arc<Mutex<Vec<String>>>,
+    }
+
+    #[async_trait]
+    impl PrepareDestination for RecordingPreparer {
+        async fn plan(&self, destination: &str, _schema: &SchemaRef) -> Result<DestinationPlan> {
+            Ok(DestinationPlan::new(destination, PlannedAction::Create))
+        }
+
+        async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+            let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("prepare {destination} ({})", columns.join(", ")));
+            Ok(DestinationPlan::new(destination, PlannedAction::Create))
+        }
+    }
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        log: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Fixture {
+        fn new(csv: &str) -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            write(dir.path(), "in.csv", csv);
+            Fixture {
+                dir,
+                log: Arc::default(),
+            }
+        }
+
+        fn pipeline(&self, transforms: &str) -> Pipeline {
+            let mut spec = spec("in.csv");
+            spec.batch_size = 2;
+            // Types come from the first rows, so a bad value later is found while running.
+            spec.csv = Some(crate::job::CsvOptions {
+                infer_rows: 2,
+                ..Default::default()
+            });
+            let transforms: Vec<TransformSpec> = crate::job::from_yaml(transforms).unwrap();
+            Pipeline::open(&spec, &transforms, self.dir.path()).unwrap()
+        }
+
+        async fn run(
+            &self,
+            transforms: &str,
+            sink: &mut RecordingSink,
+            destination: &Destination,
+            options: &RunOptions,
+        ) -> Result<RunReport> {
+            sink.log = self.log.clone();
+            let preparer = RecordingPreparer {
+                log: self.log.clone(),
+            };
+            run(
+                self.pipeline(transforms),
+                sink,
+                &preparer,
+                destination,
+                options,
+                &Progress::hidden(),
+            )
+            .await
+        }
+
+        fn log(&self) -> Vec<String> {
+            self.log.lock().unwrap().clone()
+        }
+    }
+
+    const CSV: &str = "id,region\n1,eu\n2,us\n3,eu\n4,us\n5,ap\n";
+
+    #[tokio::test]
+    async fn prepares_writes_flushes_and_closes_in_order() {
+        let fixture = Fixture::new(CSV);
+        let mut sink = RecordingSink::default();
+        let report = fixture
+            .run(
+                "[{filter: {column: id, op: ne, value: 3}}, {rename: {region: area}}]",
+                &mut sink,
+                &Destination::Table("db.t".into()),
+                &RunOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(sink.rows, [1, 2, 4, 5]);
+        assert_eq!(
+            fixture.log(),
+            [
+                "prepare db.t (id, area)",
+                "write 2",
+                "write 1",
+                "write 1",
+                "flush",
+                "close"
+            ]
+        );
+        assert_eq!(report.read.files, 1);
+        assert_eq!(report.read.rows_read, 5);
+        assert_eq!(report.read.rows_out, 4);
+        assert_eq!(report.read.bytes, CSV.len() as u64);
+        assert_eq!(report.result.rows_written(), 4);
+        assert_eq!(report.prepared.len(), 1);
+        assert!(report.rejection_error().is_none());
+        assert!(report.dead_letter.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_template_prepares_each_destination_once_before_its_rows() {
+        let fixture = Fixture::new(CSV);
+        let mut sink = RecordingSink::default();
+        let destination = Destination::Template(TableTemplate::parse("db.events_{region}").unwrap());
+        let report = fixture
+            .run("[]", &mut sink, &destination, &RunOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            fixture.log(),
+            [
+                "prepare db.events_eu (id, region)",
+                "prepare db.events_us (id, region)",
+                "write 2",
+                "write 2",
+                "prepare db.events_ap (id, region)",
+                "write 1",
+                "flush",
+                "close"
+            ]
+        );
+        let names: Vec<&str> = report.prepared.iter().map(|p| p.destination.as_str()).collect();
+        assert_eq!(names, ["db.events_eu", "db.events_us", "db.events_ap"]);
+
+        let found = destinations(fixture.pipeline("[]"), &destination, &Progress::hidden())
+            .await
+            .unwrap();
+        assert_eq!(found, ["db.events_eu", "db.events_us", "db.events_ap"]);
+    }
+
+    #[tokio::test]
+    async fn rejected_records_go_to_the_dead_letter_file() {
+        let fixture = Fixture::new(CSV);
+        let path = fixture.dir.path().join("failed.ndjson");
+        std::fs::write(&path, "stale content from an earlier run\n").unwrap();
+        let mut sink = RecordingSink {
+            reject: Some(|id| id % 2 == 1),
+            ..RecordingSink::default()
+        };
+        let options = RunOptions {
+            dead_letter: Some(path.clone()),
+        };
+        let report = fixture
+            .run("[]", &mut sink, &Destination::Table("db.t".into()), &options)
+            .await
+            .unwrap();
+        assert_eq!(sink.rows, [2, 4]);
+        assert_eq!(
+            report.dead_letter,
+            Some(DeadLetterReport {
+                path: path.clone(),
+                records: 3
+            })
+        );
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                serde_json::json!({"destination": "db.t", "index": 0, "record": {"id": 1, "region": "eu"}, "reason": "id 1 is odd"}),
+                serde_json::json!({"destination": "db.t", "index": 2, "record": {"id": 3, "region": "eu"}, "reason": "id 3 is odd"}),
+                serde_json::json!({"destination": "db.t", "index": 4, "record": {"id": 5, "region": "ap"}, "reason": "id 5 is odd"}),
+            ]
+        );
+        // The run finished with rejections: exit code 3, though nothing is listed as an error.
+        assert!(report.rejection_error().is_none());
+        assert_eq!(crate::commands::run::status_of(&report), ExitStatus::Rejected);
+    }
+
+    #[tokio::test]
+    async fn without_a_dead_letter_file_rejections_fail_the_run_listing_five() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv: String = std::iter::once("id\n".to_string())
+            .chain((1..=8).map(|i| format!("{i}\n")))
+            .collect();
+        write(dir.path(), "in.csv", &csv);
+        let fixture = Fixture {
+            dir,
+            log: Arc::default(),
+        };
+        let mut sink = RecordingSink {
+            reject: Some(|_| true),
+            ..RecordingSink::default()
+        };
+        let report = fixture
+            .run(
+                "[]",
+                &mut sink,
+                &Destination::Table("db.t".into()),
+                &RunOptions::default(),
+            )
+            .await
+            .unwrap();
+        let err = report.rejection_error().unwrap();
+        assert_eq!(err.kind(), ErrorKind::RejectedRecords);
+        assert_eq!(ExitStatus::of(&err), ExitStatus::Rejected);
+        let message = err.message();
+        assert!(message.starts_with("the sink rejected 8 records and the job names no dead_letter file:"));
+        assert!(message.contains("db.t row 0: id 1 is odd"), "{message}");
+        assert!(message.contains("db.t row 4: id 5 is odd"), "{message}");
+        assert!(!message.contains("row 5:"), "{message}");
+        assert!(message.ends_with("... and 3 more"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_failure_part_way_neither_flushes_nor_closes() {
+        let fixture = Fixture::new("id\n1\n2\n3\nx\n");
+        let mut sink = RecordingSink::default();
+        let err = fixture
+            .run(
+                "[]",
+                &mut sink,
+                &Destination::Table("db.t".into()),
+                &RunOptions::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("in.csv, line 5"), "{err}");
+        assert_eq!(ExitStatus::of(&err), ExitStatus::Failed);
+        assert_eq!(fixture.log(), ["prepare db.t (id)", "write 2"]);
+    }
+
+    #[tokio::test]
+    async fn transform_errors_name_the_file() {
+        let fixture = Fixture::new("id,amount\n1,2\n2,lots\n");
+        let mut spec = spec("in.csv");
+        spec.csv = Some(crate::job::CsvOptions {
+            schema: Some(
+                crate::job::from_yaml("[{name: id, type: long}, {name: amount, type: string}]").unwrap(),
+            ),
+            ..Default::default()
+        });
+        let transforms: Vec<TransformSpec> = crate::job::from_yaml("[{cast: {amount: long}}]").unwrap();
+        let pipeline = Pipeline::open(&spec, &transforms, fixture.dir.path()).unwrap();
+        let err = read_through(pipeline, &Progress::hidden()).await.unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "in.csv: transforms[0].cast: column \"amount\", row 2: cannot cast \"lots\" to Int64"
+            ),
+            "{err}"
+        );
+        assert_eq!(ExitStatus::of(&err), ExitStatus::Failed);
+    }
+
+    #[tokio::test]
+    async fn an_unwritable_dead_letter_path_fails_before_reading() {
+        let fixture = Fixture::new(CSV);
+        let mut sink = RecordingSink::default();
+        let options = RunOptions {
+            dead_letter: Some(fixture.dir.path().join("no/such/dir/failed.ndjson")),
+        };
+        let err = fixture
+            .run("[]", &mut sink, &Destination::Table("db.t".into()), &options)
+            .await
+            .unwrap_err();
+        assert_eq!(ExitStatus::of(&err), ExitStatus::Usage);
+        assert!(err.to_string().contains("dead_letter: cannot create"), "{err}");
+        assert!(fixture.log().is_empty());
+    }
+}

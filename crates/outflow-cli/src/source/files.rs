@@ -1,0 +1,269 @@
+//! Which files a `source.path` names, in which order, and in which format.
+//!
+//! Order matters because row order and dead-letter indexes follow it, so it is always the
+//! sorted path order, whatever the file system returns.
+
+use std::path::{Path, PathBuf};
+
+use outflow_core::{Error, Result};
+
+use crate::job::Format;
+
+/// One input file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFile {
+    /// The file's path (the job's directory joined with what the job wrote).
+    pub path: PathBuf,
+    /// Its size in bytes when the source was opened.
+    pub size: u64,
+}
+
+impl SourceFile {
+    /// The path for messages.
+    pub fn display(&self) -> std::path::Display<'_> {
+        self.path.display()
+    }
+}
+
+const KEY: &str = "source.path";
+
+/// Resolves `path` (relative to `base`) to its files and their format.
+///
+/// A path that exists is a file or a directory; anything else with glob characters
+/// (`*`, `?`, `[`) is a glob. A missing path, a directory or glob without matching files,
+/// and files whose format cannot be told from their extensions are configuration errors
+/// naming the path.
+pub fn resolve(path: &str, base: &Path, format: Option<Format>) -> Result<(Vec<SourceFile>, Format)> {
+    if path.trim().is_empty() {
+        return Err(Error::invalid_config(KEY, "is blank"));
+    }
+    let full = if Path::new(path).is_absolute() || base == Path::new(".") {
+        PathBuf::from(path)
+    } else {
+        base.join(path)
+    };
+    let (paths, from_directory) = if full.is_file() {
+        (vec![full.clone()], false)
+    } else if full.is_dir() {
+        (list_directory(&full)?, true)
+    } else if path.contains(['*', '?', '[']) {
+        (expand_glob(path, base)?, false)
+    } else {
+        return Err(
+            Error::invalid_config(KEY, format!("{} does not exist", full.display()))
+                .with_context("file", full.display().to_string()),
+        );
+    };
+
+    let format = match format {
+        Some(format) => format,
+        None => infer_format(&full, &paths)?,
+    };
+    let paths: Vec<PathBuf> = if from_directory {
+        // A directory holds every file of the format, and nothing else.
+        paths
+            .into_iter()
+            .filter(|p| extension_format(p) == Some(format))
+            .collect()
+    } else {
+        paths
+    };
+    if paths.is_empty() {
+        return Err(Error::invalid_config(
+            KEY,
+            format!("directory {} holds no {format} files", full.display()),
+        )
+        .with_context("file", full.display().to_string()));
+    }
+    let files = paths
+        .into_iter()
+        .map(|path| {
+            let size = std::fs::metadata(&path)
+                .map_err(|e| {
+                    Error::invalid_input(format!("cannot read {}: {e}", path.display()))
+                        .with_context("file", path.display().to_string())
+                })?
+                .len();
+            Ok(SourceFile { path, size })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((files, format))
+}
+
+fn list_directory(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        Error::invalid_input(format!("cannot list directory {}: {e}", dir.display()))
+            .with_context("file", dir.display().to_string())
+    })?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| {
+            Error::invalid_input(format!("cannot list directory {}: {e}", dir.display()))
+                .with_context("file", dir.display().to_string())
+        })?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        // Hidden files and the markers Spark and Hive leave (`_SUCCESS`) are not data.
+        if name.starts_with('.') || name.starts_with('_') {
+            continue;
+        }
+        let path = entry.path();
+        if path.is_file() {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    Ok(paths)
+}
+
+fn expand_glob(pattern: &str, base: &Path) -> Result<Vec<PathBuf>> {
+    let full = if Path::new(pattern).is_absolute() || base == Path::new(".") {
+        pattern.to_string()
+    } else {
+        // The job's directory is literal text, whatever characters it holds.
+        let base = glob::Pattern::escape(&base.to_string_lossy());
+        format!("{base}/{pattern}")
+    };
+    let matches = glob::glob(&full).map_err(|e| {
+        Error::invalid_config(KEY, format!("{pattern:?} is not a valid glob: {e}"))
+            .with_context("path", pattern)
+    })?;
+    let mut paths = Vec::new();
+    for entry in matches {
+        let path = entry.map_err(|e| {
+            Error::invalid_input(format!("cannot read {}: {}", e.path().display(), e.error()))
+                .with_context("file", e.path().display().to_string())
+        })?;
+        if path.is_file() {
+            paths.push(path);
+        }
+    }
+    if paths.is_empty() {
+        return Err(
+            Error::invalid_config(KEY, format!("no file matches {full}")).with_context("path", pattern)
+        );
+    }
+    paths.sort();
+    Ok(paths)
+}
+
+fn extension_format(path: &Path) -> Option<Format> {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .and_then(Format::from_extension)
+}
+
+fn infer_format(full: &Path, paths: &[PathBuf]) -> Result<Format> {
+    let unknown = |path: &Path| {
+        Error::invalid_config(
+            "source.format",
+            format!(
+                "cannot tell the format of {} from its extension; set source.format to parquet, csv or ndjson",
+                path.display()
+            ),
+        )
+    };
+    // A directory's other files are skipped; a file or glob match is read, so it must tell.
+    if !full.is_dir()
+        && let Some(path) = paths.iter().find(|p| extension_format(p).is_none())
+    {
+        return Err(unknown(path));
+    }
+    let mut formats: Vec<Format> = paths.iter().filter_map(|p| extension_format(p)).collect();
+    formats.sort_by_key(|f| f.as_str());
+    formats.dedup();
+    match formats.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(unknown(full)),
+        _ => Err(Error::invalid_config(
+            "source.format",
+            format!(
+                "{} holds files of several formats ({}); set source.format",
+                full.display(),
+                formats.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(dir: &Path, names: &[&str]) {
+        for name in names {
+            let path = dir.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "a\n1\n").unwrap();
+        }
+    }
+
+    fn names(files: &[SourceFile], base: &Path) -> Vec<String> {
+        files
+            .iter()
+            .map(|f| f.path.strip_prefix(base).unwrap().display().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_directory_lists_its_files_of_the_format_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        touch(
+            dir.path(),
+            &[
+                "in/b.csv",
+                "in/a.csv",
+                "in/c.parquet",
+                "in/_SUCCESS",
+                "in/.a.csv.crc",
+                "in/10.csv",
+            ],
+        );
+        let (files, format) = resolve("in", dir.path(), Some(Format::Csv)).unwrap();
+        assert_eq!(format, Format::Csv);
+        assert_eq!(names(&files, dir.path()), ["in/10.csv", "in/a.csv", "in/b.csv"]);
+        assert_eq!(files[0].size, 4);
+        // Without a format, a directory's files must agree on one.
+        let err = resolve("in", dir.path(), None).unwrap_err();
+        assert!(
+            err.to_string().contains("several formats (csv, parquet)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_glob_matches_sorted_and_gives_the_format() {
+        let dir = tempfile::tempdir().unwrap();
+        touch(
+            dir.path(),
+            &["d/2024/b.csv", "d/2023/z.csv", "d/2024/a.csv", "d/x.txt"],
+        );
+        let (files, format) = resolve("d/**/*.csv", dir.path(), None).unwrap();
+        assert_eq!(format, Format::Csv);
+        assert_eq!(
+            names(&files, dir.path()),
+            ["d/2023/z.csv", "d/2024/a.csv", "d/2024/b.csv"]
+        );
+        let err = resolve("d/*.parquet", dir.path(), None).unwrap_err();
+        assert!(err.to_string().contains("no file matches"), "{err}");
+        assert_eq!(err.kind(), outflow_core::ErrorKind::InvalidConfig);
+    }
+
+    #[test]
+    fn a_missing_path_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = resolve("nope.csv", dir.path(), None).unwrap_err();
+        assert_eq!(err.kind(), outflow_core::ErrorKind::InvalidConfig);
+        assert!(err.to_string().contains("nope.csv does not exist"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_extension_needs_a_format() {
+        let dir = tempfile::tempdir().unwrap();
+        touch(dir.path(), &["data.txt"]);
+        let err = resolve("data.txt", dir.path(), None).unwrap_err();
+        assert!(err.to_string().contains("set source.format"), "{err}");
+        let (_, format) = resolve("data.txt", dir.path(), Some(Format::Csv)).unwrap();
+        assert_eq!(format, Format::Csv);
+    }
+}

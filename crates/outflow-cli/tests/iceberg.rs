@@ -1,0 +1,206 @@
+//! `outflow run` and `outflow plan` with the Iceberg sink, against a real SQLite catalog,
+//! with the tables read back by PyIceberg and Java Iceberg.
+
+use std::path::Path;
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use outflow_testkit::iceberg::TestCatalog;
+use predicates::prelude::*;
+use predicates::str::contains;
+use serde_json::{Value, json};
+
+fn outflow() -> assert_cmd::Command {
+    let mut cmd = cargo_bin_cmd!("outflow");
+    cmd.env_remove("OUTFLOW_LOG").env("NO_COLOR", "1");
+    cmd
+}
+
+/// A copy of the repository's examples/ in `dir`, so the quickstart writes under `dir`.
+fn copy_examples(dir: &Path) {
+    let repo = outflow_testkit::repo_root();
+    for sub in ["examples/jobs", "examples/data"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for entry in std::fs::read_dir(repo.join(sub)).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.join(sub).join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+fn quickstart_catalog(dir: &Path) -> TestCatalog {
+    TestCatalog::sql_in(&dir.join("outflow-quickstart"))
+}
+
+#[test]
+fn the_quickstart_job_writes_a_table_both_readers_agree_on() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_examples(dir.path());
+    let job = dir.path().join("examples/jobs/quickstart.yaml");
+    outflow()
+        .arg("run")
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(contains("quickstart.trips").and(contains("2,000")));
+    let read = quickstart_catalog(dir.path()).read_both("quickstart.trips");
+    assert_eq!(read["row_count"], 2000);
+    let fields: Vec<(String, Value, bool)> = outflow_testkit::iceberg::fields(&read)
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["type"].clone(),
+                f["required"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(fields[0], ("trip_id".into(), json!("long"), false));
+    assert_eq!(fields[3], ("started_at".into(), json!("timestamptz"), false));
+    assert_eq!(fields[6], ("fare_eur".into(), json!("decimal(8,2)"), false));
+    let transforms: Vec<&str> = read["partition_spec"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["transform"].as_str().unwrap())
+        .collect();
+    assert_eq!(transforms, ["day", "identity"]);
+    let first = outflow_testkit::iceberg::rows(&read)
+        .iter()
+        .find(|r| r["trip_id"] == 1)
+        .unwrap();
+    assert_eq!(first["city"], "Lisbon");
+    assert_eq!(first["started_at"], "2026-11-01T00:02:00.000000+00:00");
+    assert_eq!(first["fare_eur"], "8.30");
+
+    // A second run appends: the same rows again, in a second snapshot.
+    outflow().arg("run").arg(&job).arg("--quiet").assert().success();
+    let read = quickstart_catalog(dir.path()).read_both("quickstart.trips");
+    assert_eq!(read["row_count"], 4000);
+    assert_eq!(read["snapshots"].as_array().unwrap().len(), 2);
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const SINK: &str = "sink:\n  iceberg:\n    catalog: { type: sql, uri: lake/catalog.db, warehouse: lake/wh }\n    table: db.people\n";
+
+#[test]
+fn plan_shows_the_evolution_a_run_then_makes() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "v1.csv", "id,name\n1,ada\n2,alan\n");
+    write(dir.path(), "v2.csv", "id,name,email\n3,grace,g@example.com\n");
+    let first = write(
+        dir.path(),
+        "first.yaml",
+        &format!("source:\n  path: v1.csv\n{SINK}"),
+    );
+    outflow()
+        .arg("plan")
+        .arg(&first)
+        .assert()
+        .success()
+        .stdout(contains("db.people").and(contains("create")));
+    outflow().arg("run").arg(&first).arg("--quiet").assert().success();
+
+    let evolving = format!(
+        "source:\n  path: v2.csv\n{SINK}    schema_evolution: {{ options: [allow_field_addition] }}\n"
+    );
+    let second = write(dir.path(), "second.yaml", &evolving);
+    outflow()
+        .arg("plan")
+        .arg(&second)
+        .assert()
+        .success()
+        .stdout(contains("update").and(contains("+ email")));
+    let output = outflow().arg("plan").arg(&second).arg("--json").output().unwrap();
+    let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let change = &plan["destinations"][0]["evolution"]["changes"][0];
+    assert_eq!(
+        (change["path"].as_str(), change["kind"].as_str()),
+        (Some("email"), Some("addition"))
+    );
+    // Planning changed nothing.
+    let catalog = TestCatalog::Sql {
+        name: "outflow".into(),
+        db: dir.path().join("lake/catalog.db"),
+        warehouse: dir.path().join("lake/wh"),
+    };
+    assert_eq!(
+        outflow_testkit::iceberg::fields(&catalog.read_both("db.people")).len(),
+        2
+    );
+
+    outflow()
+        .arg("run")
+        .arg(&second)
+        .arg("--quiet")
+        .assert()
+        .success();
+    let read = catalog.read_both("db.people");
+    assert_eq!(outflow_testkit::iceberg::fields(&read).len(), 3);
+    assert_eq!(read["row_count"], 3);
+
+    // Without the option, the same plan fails and says why.
+    let refusing = write(
+        dir.path(),
+        "third.yaml",
+        &format!("source:\n  path: v2.csv\n{SINK}"),
+    );
+    write(
+        dir.path(),
+        "v2.csv",
+        "id,name,email,phone\n4,linus,l@example.com,123\n",
+    );
+    outflow()
+        .arg("plan")
+        .arg(&refusing)
+        .assert()
+        .code(1)
+        .stdout(contains("phone"));
+}
+
+#[test]
+fn rejected_rows_go_to_the_dead_letter_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.csv", "id,region\n1,eu\n2,\n3,us\n");
+    let job = write(
+        dir.path(),
+        "job.yaml",
+        "source:\n  path: a.csv\n  csv: { schema: [ {name: id, type: long}, {name: region, type: string} ] }\n\
+         sink:\n  iceberg:\n    catalog: { type: sql, uri: lake/catalog.db, warehouse: lake/wh }\n\
+         \x20   table: db.events\n    schema_evolution: { options: [allow_field_addition], on_incompatible: route_to_errors }\n\
+         dead_letter: failed.ndjson\n",
+    );
+    // First run creates the table with `id` and `region`; then a file whose `id` is text
+    // cannot fit it and its rows are routed to the dead-letter file.
+    outflow().arg("run").arg(&job).arg("--quiet").assert().success();
+    write(dir.path(), "a.csv", "id,region\nx,eu\n");
+    let job2 = write(
+        dir.path(),
+        "job2.yaml",
+        &std::fs::read_to_string(&job)
+            .unwrap()
+            .replace("{name: id, type: long}", "{name: id, type: string}"),
+    );
+    outflow().arg("run").arg(&job2).arg("--quiet").assert().code(3);
+    let dead = std::fs::read_to_string(dir.path().join("failed.ndjson")).unwrap();
+    let line: Value = serde_json::from_str(dead.lines().next().unwrap()).unwrap();
+    assert_eq!(line["destination"], "db.events");
+    assert_eq!(line["index"], 0);
+    assert_eq!(line["record"], json!({"id": "x", "region": "eu"}));
+    assert!(
+        line["reason"]
+            .as_str()
+            .unwrap()
+            .contains("id: the table has long, the input string")
+    );
+    let catalog = TestCatalog::Sql {
+        name: "outflow".into(),
+        db: dir.path().join("lake/catalog.db"),
+        warehouse: dir.path().join("lake/wh"),
+    };
+    assert_eq!(catalog.read_both("db.events")["row_count"], 3);
+}

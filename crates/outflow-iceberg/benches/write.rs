@@ -1,0 +1,79 @@
+//! The write benchmark's Rust side: reads a Parquet file in batches and writes its rows
+//! either through Outflow's Iceberg sink (one commit) or through a bare parquet-rs
+//! `ArrowWriter` (zstd, one file), printing rows/s as JSON. `scripts/bench/iceberg_write.sh`
+//! runs it beside PyIceberg on the same file and measures peak memory.
+//!
+//! ```text
+//! cargo bench -p outflow-iceberg --bench write -- outflow|parquet-rs SOURCE.parquet OUT_DIR
+//! ```
+
+use std::time::Instant;
+
+use outflow_core::Sink;
+use outflow_iceberg::{CatalogConfig, IcebergSink, IcebergSinkOptions};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+const BATCH_ROWS: usize = 65_536;
+
+fn batches(source: &str) -> parquet::arrow::arrow_reader::ParquetRecordBatchReader {
+    let file = std::fs::File::open(source).expect("the source file opens");
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("the source is Parquet")
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .expect("a reader")
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let [mode, source, out] = args.as_slice() else {
+        eprintln!("usage: write outflow|parquet-rs SOURCE.parquet OUT_DIR");
+        std::process::exit(2);
+    };
+    std::fs::create_dir_all(out).expect("the output directory");
+    let started = Instant::now();
+    let mut rows = 0u64;
+    match mode.as_str() {
+        "outflow" => {
+            let options = IcebergSinkOptions::builder()
+                .catalog(CatalogConfig::sqlite_in(out))
+                .table("bench.events")
+                .build()
+                .expect("valid options");
+            let mut sink = IcebergSink::connect(options).await.expect("the catalog opens");
+            for batch in batches(source) {
+                let batch = batch.expect("a source batch");
+                rows += batch.num_rows() as u64;
+                sink.write(batch).await.expect("the sink writes");
+            }
+            sink.close().await.expect("the sink commits");
+        }
+        "parquet-rs" => {
+            let props = WriterProperties::builder()
+                .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("a zstd level")))
+                .build();
+            let mut reader = batches(source).peekable();
+            let schema = reader
+                .peek()
+                .expect("a first batch")
+                .as_ref()
+                .expect("readable")
+                .schema();
+            let file = std::fs::File::create(format!("{out}/bare.parquet")).expect("the output file");
+            let mut writer = ArrowWriter::try_new(file, schema, Some(props)).expect("a writer");
+            for batch in reader {
+                let batch = batch.expect("a source batch");
+                rows += batch.num_rows() as u64;
+                writer.write(&batch).expect("parquet-rs writes");
+            }
+            writer.close().expect("parquet-rs closes");
+        }
+        other => panic!("unknown mode {other}"),
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!("{{\"peer\":\"{mode}\",\"rows\":{rows},\"seconds\":{seconds:.3}}}");
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Iceberg write benchmark: the same rows through Outflow, PyIceberg and bare parquet-rs.
+
+Generates a source Parquet file of N rows x 10 columns of mixed types (once, cached), then
+runs each peer as its own process on it, measuring wall time of the write and the peak
+resident memory of the process (ru_maxrss from wait4). Prints a table and one JSON line per
+peer; scripts/bench/iceberg_write.sh wraps it.
+"""
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROWS = int(os.environ.get("ROWS", "5000000"))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CACHE = os.path.join(REPO, ".cache", "bench")
+
+
+def source_file() -> str:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = os.path.join(CACHE, f"events-{ROWS}.parquet")
+    if os.path.exists(path):
+        return path
+    os.makedirs(CACHE, exist_ok=True)
+    rng = np.random.default_rng(42)
+    chunks = []
+    step = 500_000
+    for start in range(0, ROWS, step):
+        n = min(step, ROWS - start)
+        ids = np.arange(start, start + n, dtype=np.int64)
+        chunks.append(pa.table({
+            "id": pa.array(ids),
+            "user_id": pa.array(rng.integers(0, 100_000, n, dtype=np.int64)),
+            "amount": pa.array(rng.integers(0, 10_000_000, n), type=pa.int64()).cast(pa.decimal128(12, 2)),
+            "price": pa.array(rng.random(n) * 1000),
+            "qty": pa.array(rng.integers(1, 50, n, dtype=np.int32)),
+            "name": pa.array([f"customer-{i % 977:05d}-{i:09d}" for i in ids]),
+            "category": pa.array(rng.choice(["books", "games", "garden", "music", "toys"], n)),
+            "ts": pa.array(1_700_000_000_000_000 + ids * 1_000_003, type=pa.timestamp("us", tz="UTC")),
+            "day": pa.array((19_000 + ids // 100_000).astype(np.int32), type=pa.date32()),
+            "flag": pa.array(ids % 3 == 0),
+        }))
+    table = pa.concat_tables(chunks)
+    pq.write_table(table, path + ".tmp", compression="zstd", row_group_size=1_000_000)
+    os.rename(path + ".tmp", path)
+    return path
+
+
+def measure(argv, env=None):
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - started
+    if status != 0:
+        sys.exit(f"{argv[0]} failed with status {status}")
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    result["wall_seconds"] = round(wall, 3)
+    result["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1)
+    return result
+
+
+PYICEBERG_PEER = r"""
+import json, sys, time
+import pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+source, out = sys.argv[1], sys.argv[2]
+catalog = SqlCatalog("bench", uri=f"sqlite:///{out}/catalog.db", warehouse=f"file://{out}/warehouse")
+started = time.monotonic()
+table = pq.read_table(source)
+catalog.create_namespace("bench")
+tbl = catalog.create_table("bench.events", schema=table.schema, properties={"write.parquet.compression-codec": "zstd"})
+tbl.append(table)
+seconds = time.monotonic() - started
+print(json.dumps({"peer": "pyiceberg", "rows": table.num_rows, "seconds": round(seconds, 3)}))
+"""
+
+
+def main():
+    bench_bin, python = sys.argv[1], sys.argv[2]
+    source = source_file()
+    results = []
+    for peer in ["outflow", "parquet-rs", "pyiceberg"]:
+        out = tempfile.mkdtemp(prefix=f"outflow-bench-{peer}-")
+        try:
+            if peer == "pyiceberg":
+                results.append(measure([python, "-c", PYICEBERG_PEER, source, out]))
+            else:
+                results.append(measure([bench_bin, peer, source, out]))
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+    by = {r["peer"]: r for r in results}
+    print(f"\nIceberg write, {ROWS:,} rows x 10 columns (zstd), source {source}")
+    print(f"{'peer':<12}{'seconds':>10}{'rows/s':>14}{'peak RSS MiB':>15}")
+    for r in results:
+        print(f"{r['peer']:<12}{r['seconds']:>10.2f}{r['rows'] / r['seconds']:>14,.0f}{r['peak_rss_mib']:>15.1f}")
+    o = by["outflow"]["seconds"]
+    print(f"\nOutflow vs PyIceberg: {by['pyiceberg']['seconds'] / o:.2f}x faster")
+    print(f"Outflow vs bare parquet-rs: {o / by['parquet-rs']['seconds']:.2f}x the time")
+    for r in results:
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
