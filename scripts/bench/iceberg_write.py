@@ -39,7 +39,7 @@ def source_file() -> str:
         chunks.append(pa.table({
             "id": pa.array(ids),
             "user_id": pa.array(rng.integers(0, 100_000, n, dtype=np.int64)),
-            "amount": pa.array(rng.integers(0, 10_000_000, n), type=pa.int64()).cast(pa.decimal128(12, 2)),
+            "amount": pa.array(rng.integers(0, 10_000_000, n), type=pa.int64()).cast(pa.decimal128(21, 2)).cast(pa.decimal128(12, 2)),
             "price": pa.array(rng.random(n) * 1000),
             "qty": pa.array(rng.integers(1, 50, n, dtype=np.int32)),
             "name": pa.array([f"customer-{i % 977:05d}-{i:09d}" for i in ids]),
