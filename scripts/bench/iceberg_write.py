@@ -107,6 +107,13 @@ def main():
     print(f"Outflow vs bare parquet-rs: {o / by['parquet-rs']['seconds']:.2f}x the time")
     for r in results:
         print(json.dumps(r))
+    for r in results:
+        r["rows_per_s"] = round(r["rows"] / r["seconds"])
+    os.makedirs(os.path.join(REPO, "docs", "bench"), exist_ok=True)
+    with open(os.path.join(REPO, "docs", "bench", "iceberg_write.json"), "w") as f:
+        json.dump({"title": f"Iceberg write, {ROWS:,} rows x 10 columns (zstd)", "unit": "rows/s",
+                   "peers": results}, f, indent=1)
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "bench", "charts.py")], check=True)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,11 @@ fn batches(source: &str) -> parquet::arrow::arrow_reader::ParquetRecordBatchRead
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    if args.is_empty() {
+        // `cargo test --all-targets` runs benches without arguments: nothing to measure.
+        println!("write benchmark: run it through scripts/bench/iceberg_write.sh");
+        return;
+    }
     let [mode, source, out] = args.as_slice() else {
         eprintln!("usage: write outflow|parquet-rs SOURCE.parquet OUT_DIR");
         std::process::exit(2);

@@ -72,9 +72,23 @@ pub struct IcebergSinkOptions {
     /// How commits that lose races or hit transient errors are retried.
     #[serde(default, skip_serializing_if = "is_default")]
     pub commit_retry: RetryPolicy,
+    /// Data file writers per table, each encoding in its own task (default: one per core,
+    /// at most 4). Each writer has its own open files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writers_per_table: Option<usize>,
 }
 
 impl IcebergSinkOptions {
+    /// How many data file writers each table gets.
+    pub fn parallel_writers(&self) -> usize {
+        self.writers_per_table.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .min(4)
+        })
+    }
+
     /// A builder; `catalog` and `table` are required.
     pub fn builder() -> IcebergSinkOptionsBuilder {
         IcebergSinkOptionsBuilder::default()
@@ -112,6 +126,9 @@ impl IcebergSinkOptions {
             ));
         }
         self.commit_retry.validate()?;
+        if self.writers_per_table == Some(0) {
+            return Err(Error::invalid_config("writers_per_table", "must be at least 1"));
+        }
         Ok(())
     }
 }
@@ -131,6 +148,7 @@ pub struct IcebergSinkOptionsBuilder {
     target_file_size_bytes: Option<u64>,
     compression_level: Option<i32>,
     commit_retry: RetryPolicy,
+    writers_per_table: Option<usize>,
 }
 
 impl IcebergSinkOptionsBuilder {
@@ -206,6 +224,12 @@ impl IcebergSinkOptionsBuilder {
         self
     }
 
+    /// Data file writers per table (default: one per core, at most 4).
+    pub fn writers_per_table(mut self, writers: usize) -> Self {
+        self.writers_per_table = Some(writers);
+        self
+    }
+
     /// Validates and builds the options.
     pub fn build(self) -> Result<IcebergSinkOptions> {
         let catalog = self
@@ -240,6 +264,7 @@ impl IcebergSinkOptionsBuilder {
             target_file_size_bytes: self.target_file_size_bytes.unwrap_or(DEFAULT_TARGET_FILE_SIZE),
             compression_level: self.compression_level.unwrap_or(default_compression_level()),
             commit_retry: self.commit_retry,
+            writers_per_table: self.writers_per_table,
         };
         options.validate()?;
         Ok(options)

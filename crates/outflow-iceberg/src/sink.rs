@@ -346,6 +346,133 @@ struct PartitionedFiles {
     fanout: FanoutWriter<DataWriterBuilder>,
 }
 
+impl FileWriter {
+    async fn write(&mut self, batch: RecordBatch, name: &str) -> Result<()> {
+        match self {
+            FileWriter::Plain(writer) => writer.write(batch).await.doing(format!("writing to {name}")),
+            FileWriter::Partitioned(files) => {
+                let parts = files
+                    .splitter
+                    .split(&batch)
+                    .doing(format!("partitioning rows for {name}"))?;
+                for (key, part) in parts {
+                    files
+                        .fanout
+                        .write(key, part)
+                        .await
+                        .doing(format!("writing to {name}"))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn close(self, name: &str) -> Result<Vec<DataFile>> {
+        match self {
+            FileWriter::Plain(mut writer) => writer
+                .close()
+                .await
+                .doing(format!("closing data files of {name}")),
+            FileWriter::Partitioned(files) => files
+                .fanout
+                .close()
+                .await
+                .doing(format!("closing data files of {name}")),
+        }
+    }
+}
+
+/// A table's open data files, spread over writers that each run in their own task: Parquet
+/// encoding is the costly part of a write, and this way it overlaps with the caller's work
+/// and uses every core. Batches go to the writers in turn; each has its own files.
+struct ParallelWriters {
+    lanes: Vec<Lane>,
+    next: usize,
+}
+
+struct Lane {
+    batches: Option<tokio::sync::mpsc::Sender<RecordBatch>>,
+    done: Option<tokio::task::JoinHandle<Result<Vec<DataFile>>>>,
+}
+
+/// The outcome of a writer task, as Outflow's error.
+fn joined(
+    outcome: std::result::Result<Result<Vec<DataFile>>, tokio::task::JoinError>,
+) -> Result<Vec<DataFile>> {
+    outcome.unwrap_or_else(|e| Err(Error::internal(format!("a data file writer failed: {e}"))))
+}
+
+impl ParallelWriters {
+    async fn open(
+        table: &Table,
+        options: &IcebergSinkOptions,
+        names: &DefaultFileNameGenerator,
+        name: &str,
+    ) -> Result<ParallelWriters> {
+        let mut lanes = Vec::new();
+        for _ in 0..options.parallel_writers() {
+            let mut files = open_files(table, options, names).await?;
+            // One batch waiting per writer bounds the memory in flight.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(1);
+            let name = name.to_string();
+            let done = tokio::spawn(async move {
+                while let Some(batch) = rx.recv().await {
+                    files.write(batch, &name).await?;
+                }
+                files.close(&name).await
+            });
+            lanes.push(Lane {
+                batches: Some(tx),
+                done: Some(done),
+            });
+        }
+        Ok(ParallelWriters { lanes, next: 0 })
+    }
+
+    async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        let count = self.lanes.len();
+        let lane = &mut self.lanes[self.next];
+        self.next = (self.next + 1) % count;
+        let (Some(sender), Some(done)) = (lane.batches.as_ref(), lane.done.as_mut()) else {
+            return Err(Error::internal("a data file writer of this table failed earlier"));
+        };
+        if sender.send(batch).await.is_ok() {
+            return Ok(());
+        }
+        // The writer stopped: its task holds the reason.
+        let outcome = joined(done.await);
+        lane.batches = None;
+        lane.done = None;
+        match outcome {
+            Err(e) => Err(e),
+            Ok(_) => Err(Error::internal("a data file writer stopped early")),
+        }
+    }
+
+    async fn close(self) -> Result<Vec<DataFile>> {
+        let mut files = Vec::new();
+        let mut first_error = None;
+        for mut lane in self.lanes {
+            lane.batches = None;
+            // A lane that already failed lost rows: nothing of this table may be committed.
+            let Some(done) = lane.done else {
+                first_error.get_or_insert(Error::internal("a data file writer of this table failed earlier"));
+                continue;
+            };
+            match joined(done.await) {
+                Ok(written) => files.extend(written),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(files),
+        }
+    }
+}
+
 /// One destination table's state within a sink.
 struct TableWriter {
     name: String,
@@ -355,7 +482,7 @@ struct TableWriter {
     arrow: SchemaRef,
     /// The last input schema that fit the table as it is: batches of it skip planning.
     fitting: Option<SchemaRef>,
-    files: Option<FileWriter>,
+    files: Option<ParallelWriters>,
     /// One generator for all of this table's files: its counter keeps names unique.
     names: DefaultFileNameGenerator,
     pending: Vec<DataFile>,
@@ -489,29 +616,10 @@ impl TableWriter {
             return Ok(());
         }
         if self.files.is_none() {
-            self.files = Some(open_files(&self.table, options, &self.names).await?);
+            self.files = Some(ParallelWriters::open(&self.table, options, &self.names, &self.name).await?);
         }
         let rows = batch.num_rows() as u64;
-        let name = &self.name;
-        match self.files.as_mut().expect("opened above") {
-            FileWriter::Plain(writer) => writer
-                .write(batch)
-                .await
-                .doing(format_args!("writing to {name}"))?,
-            FileWriter::Partitioned(files) => {
-                let parts = files
-                    .splitter
-                    .split(&batch)
-                    .doing(format!("partitioning rows for {name}"))?;
-                for (key, part) in parts {
-                    files
-                        .fanout
-                        .write(key, part)
-                        .await
-                        .doing(format!("writing to {name}"))?;
-                }
-            }
-        }
+        self.files.as_mut().expect("opened above").write(batch).await?;
         self.stats.rows += rows;
         Ok(())
     }
@@ -520,18 +628,7 @@ impl TableWriter {
         let Some(files) = self.files.take() else {
             return Ok(());
         };
-        let name = &self.name;
-        let written = match files {
-            FileWriter::Plain(mut writer) => writer
-                .close()
-                .await
-                .doing(format_args!("closing data files of {name}"))?,
-            FileWriter::Partitioned(files) => files
-                .fanout
-                .close()
-                .await
-                .doing(format_args!("closing data files of {name}"))?,
-        };
+        let written = files.close().await?;
         self.stats.files += written.len() as u64;
         self.stats.bytes += written.iter().map(|f| f.file_size_in_bytes()).sum::<u64>();
         self.pending.extend(written);

@@ -589,3 +589,24 @@ async fn the_memory_catalog_keeps_tables_for_the_process() {
     assert_eq!(outflow_iceberg::sink::table_row_count(&table).await.unwrap(), 2);
     assert_eq!(table.metadata().snapshots().count(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_writers_spread_batches_over_files() {
+    let fixture = sql_catalog();
+    let table = "par.t";
+    let opts = options(&fixture.config, table)
+        .writers_per_table(3)
+        .build()
+        .unwrap();
+    let batches = (0..6).map(|i| events(i * 100..i * 100 + 100, "eu")).collect();
+    let result = write_all(opts, batches).await.unwrap();
+    assert_eq!(result.destinations[table].files, 3);
+    let read = fixture.readers.read_both(table);
+    assert_eq!(read["snapshots"][0]["summary"]["added-data-files"], "3");
+    let mut ids: Vec<i64> = read_rows(&read)
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, (0..600).collect::<Vec<_>>());
+}
