@@ -11,7 +11,9 @@
 # downloaded at run time and nothing is written to the real home directory.
 #
 # Environment knobs: OUTFLOW_PYTHON313 (a Python >= 3.13 interpreter),
-# OUTFLOW_BIGQUERY_WAIT_SECS (readiness deadline, default 60).
+# OUTFLOW_BIGQUERY_WAIT_SECS (readiness deadline, default 60), OUTFLOW_BIGQUERY_INSTANCE
+# (default "bigquery": the name of the pid, env, log and data-dir files under .cache/run, so
+# a benchmark can run its own emulator next to the tests' one).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,10 +22,12 @@ CACHE="$REPO/.cache"
 VENV="$CACHE/venv-bq"
 RUN="$CACHE/run"
 REQS="$HERE/bigquery-requirements.txt"
-PIDFILE="$RUN/bigquery.pid"
-ENVFILE="$RUN/bigquery.env"
-DIRFILE="$RUN/bigquery.datadir"
-LOG="$RUN/bigquery.log"
+INSTANCE="${OUTFLOW_BIGQUERY_INSTANCE:-bigquery}"
+[[ "$INSTANCE" =~ ^[A-Za-z0-9_-]+$ ]] || { echo "bigquery.sh: bad OUTFLOW_BIGQUERY_INSTANCE" >&2; exit 1; }
+PIDFILE="$RUN/$INSTANCE.pid"
+ENVFILE="$RUN/$INSTANCE.env"
+DIRFILE="$RUN/$INSTANCE.datadir"
+LOG="$RUN/$INSTANCE.log"
 DUCKDB_HOME="$VENV/duckdb-home"
 PROJECT="test-project"
 WAIT_SECS="${OUTFLOW_BIGQUERY_WAIT_SECS:-60}"
@@ -35,16 +39,17 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 find_python() {
     local candidates=()
     [[ -n "${OUTFLOW_PYTHON313:-}" ]] && candidates+=("$OUTFLOW_PYTHON313")
+    local roots=("${PYENV_ROOT:-}" "$HOME/.pyenv")
     if command -v pyenv >/dev/null 2>&1; then
-        local root
-        root="$(pyenv root 2>/dev/null || true)"
-        if [[ -n "$root" ]]; then
-            local p
-            for p in "$root"/versions/3.13*/bin/python "$root"/versions/3.1[4-9]*/bin/python; do
-                [[ -x "$p" ]] && candidates+=("$p")
-            done
-        fi
+        roots+=("$(pyenv root 2>/dev/null || true)")
     fi
+    local root p
+    for root in "${roots[@]}"; do
+        [[ -n "$root" && -d "$root/versions" ]] || continue
+        for p in "$root"/versions/3.13*/bin/python "$root"/versions/3.1[4-9]*/bin/python; do
+            [[ -x "$p" ]] && candidates+=("$p")
+        done
+    done
     local name
     for name in python3.13 python3.14 python3; do
         command -v "$name" >/dev/null 2>&1 && candidates+=("$(command -v "$name")")

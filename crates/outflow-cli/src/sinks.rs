@@ -52,6 +52,9 @@ use serde::Deserialize;
 pub enum SinkSpec {
     /// Apache Iceberg (`outflow-iceberg`; options in docs/iceberg.md).
     Iceberg(Box<outflow_iceberg::IcebergSinkOptions>),
+    /// Google BigQuery (`outflow-bigquery`; options in docs/bigquery.md).
+    #[serde(rename = "bigquery")]
+    BigQuery(Box<outflow_bigquery::BigQuerySinkOptions>),
 }
 
 impl SinkSpec {
@@ -59,6 +62,7 @@ impl SinkSpec {
     pub fn name(&self) -> &'static str {
         match self {
             SinkSpec::Iceberg(_) => "iceberg",
+            SinkSpec::BigQuery(_) => "bigquery",
         }
     }
 
@@ -75,6 +79,16 @@ impl SinkSpec {
                 Ok(BuiltSink {
                     destination: options.table.clone(),
                     preparer: Arc::new(sink.destinations()),
+                    sink: Box::new(sink),
+                })
+            }
+            SinkSpec::BigQuery(options) => {
+                let sink = outflow_bigquery::BigQuerySink::builder(options.as_ref().clone())
+                    .build()
+                    .await?;
+                Ok(BuiltSink {
+                    destination: sink.destination().clone(),
+                    preparer: Arc::new(sink.preparer()),
                     sink: Box::new(sink),
                 })
             }

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub mod bigquery;
 pub mod bigtable;
 pub mod iceberg;
 

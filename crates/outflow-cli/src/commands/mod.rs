@@ -13,6 +13,7 @@
 //!
 //! plus its arm in [`Command::execute`]. [`Reporter`] prints errors the same way for all.
 
+pub mod bigquery;
 pub mod check;
 pub mod plan;
 pub mod run;
@@ -62,6 +63,10 @@ pub enum Command {
     /// sink would receive, and the rows; finds bad rows before a run does.
     #[command(after_help = check::AFTER_HELP)]
     Check(check::CheckArgs),
+    /// BigQuery tables: create or evolve one from a schema file (`outflow bigquery
+    /// ensure-table`).
+    #[command(subcommand, name = "bigquery")]
+    BigQuery(bigquery::BigQueryCommand),
 }
 
 impl Command {
@@ -71,6 +76,7 @@ impl Command {
             Command::Run(args) => run::execute(args).await,
             Command::Plan(args) => plan::execute(args).await,
             Command::Check(args) => check::execute(args).await,
+            Command::BigQuery(command) => command.execute().await,
         }
     }
 }

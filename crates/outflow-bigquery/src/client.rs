@@ -1,0 +1,549 @@
+//! Service clients and the classification of what they answer.
+//!
+//! Endpoints: explicit REST and gRPC URLs win; otherwise an emulator host
+//! (`connection.emulator_host`, else `BIGQUERY_EMULATOR_HOST`) with its gRPC port
+//! (`connection.emulator_grpc_host`, else `BIGQUERY_EMULATOR_GRPC_HOST`, else port 9060 on
+//! the same host); otherwise the service. Credentials: anonymous for an emulator or `http://`
+//! endpoints unless set, Application Default Credentials otherwise.
+//!
+//! The client libraries' own retries are switched off: every call goes through the sink's
+//! [`RetryPolicy`](outflow_core::RetryPolicy), so one bounded policy (attempts and a
+//! deadline) governs everything. The Storage Write library's default writer would otherwise
+//! retry for 300 s, and the emulator answers some bad input with INTERNAL, which that
+//! policy retries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use google_cloud_auth::credentials::Credentials as AuthCredentials;
+use google_cloud_bigquery::client::Write;
+use google_cloud_bigquery::error::{AppendError, CommitError, WriterBuilderError};
+use google_cloud_bigquery::model::{ArrowRecordBatch, ArrowSchema};
+use google_cloud_bigquery::write::format::Arrow;
+use google_cloud_bigquery::write::stream_type::{CommittedStream, PendingStream};
+use google_cloud_bigquery::write::{CommittedWriter, DefaultWriter, PendingWriter};
+use google_cloud_bigquery_v2::client::{JobService, TableService};
+use google_cloud_gax::error::rpc::Code;
+use google_cloud_gax::retry_policy::NeverRetry;
+use outflow_core::{Error, ErrorKind, Result};
+
+use crate::options::{ConnectionOptions, Credentials};
+use crate::stream::{Connection, Failure, StreamKind, WriteApi};
+
+/// The environment variable naming an emulator's REST `host:port`.
+pub const EMULATOR_HOST_ENV: &str = "BIGQUERY_EMULATOR_HOST";
+/// The environment variable naming an emulator's gRPC `host:port`.
+pub const EMULATOR_GRPC_HOST_ENV: &str = "BIGQUERY_EMULATOR_GRPC_HOST";
+/// The gRPC port emulators listen on when only the REST host is given.
+pub const EMULATOR_DEFAULT_GRPC_PORT: u16 = 9060;
+
+/// Where the clients connect and how they authenticate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedConnection {
+    /// The REST endpoint, or `None` for the service's.
+    pub rest: Option<String>,
+    /// The gRPC endpoint, or `None` for the service's.
+    pub grpc: Option<String>,
+    /// The credentials to use.
+    pub credentials: Credentials,
+}
+
+impl ResolvedConnection {
+    /// Resolves `options` against environment variables given by `env` (a lookup, so tests
+    /// pass their own).
+    pub fn resolve(options: &ConnectionOptions, env: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let url = |host: &str| {
+            if host.starts_with("http://") || host.starts_with("https://") {
+                host.trim_end_matches('/').to_string()
+            } else {
+                format!("http://{}", host.trim_end_matches('/'))
+            }
+        };
+        let emulator_host = options
+            .emulator_host
+            .clone()
+            .or_else(|| env(EMULATOR_HOST_ENV).filter(|v| !v.trim().is_empty()));
+        let explicit = options.rest_endpoint.is_some() || options.grpc_endpoint.is_some();
+        let (rest, grpc, emulated) = if explicit {
+            let plain = [&options.rest_endpoint, &options.grpc_endpoint]
+                .iter()
+                .any(|e| e.as_deref().is_some_and(|e| e.starts_with("http://")));
+            (
+                options.rest_endpoint.clone(),
+                options.grpc_endpoint.clone(),
+                plain,
+            )
+        } else if let Some(host) = emulator_host {
+            let grpc_host = options
+                .emulator_grpc_host
+                .clone()
+                .or_else(|| env(EMULATOR_GRPC_HOST_ENV).filter(|v| !v.trim().is_empty()))
+                .map(|g| Ok(url(&g)))
+                .unwrap_or_else(|| default_grpc(&host))?;
+            (Some(url(&host)), Some(grpc_host), true)
+        } else {
+            (None, None, false)
+        };
+        let credentials = match &options.credentials {
+            Credentials::Auto if emulated => Credentials::Anonymous,
+            Credentials::Auto => Credentials::ApplicationDefault,
+            other => other.clone(),
+        };
+        Ok(ResolvedConnection {
+            rest,
+            grpc,
+            credentials,
+        })
+    }
+}
+
+/// The emulator's gRPC URL from its REST host: the same host, port 9060.
+fn default_grpc(rest_host: &str) -> Result<String> {
+    let bare = rest_host
+        .trim_start_matches("http://")
+        .trim_start_matches("https://")
+        .trim_end_matches('/');
+    let host = match bare.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() => host,
+        _ => bare,
+    };
+    if host.is_empty() {
+        return Err(Error::invalid_config(
+            "connection.emulator_host",
+            format!("{rest_host:?} names no host"),
+        ));
+    }
+    Ok(format!("http://{host}:{EMULATOR_DEFAULT_GRPC_PORT}"))
+}
+
+/// The clients a sink uses.
+#[derive(Clone, Debug)]
+pub struct Clients {
+    /// tables.insert/get/patch/delete.
+    pub tables: TableService,
+    /// jobs.query, jobs.insert, jobs.get.
+    pub jobs: JobService,
+    /// The Storage Write API.
+    pub write: Arc<Write>,
+}
+
+impl Clients {
+    /// Builds the clients for a resolved connection; no request is made.
+    pub async fn connect(connection: &ResolvedConnection) -> Result<Clients> {
+        let credentials = credentials(&connection.credentials)?;
+        let client_error = |what: &str, e: google_cloud_gax::client_builder::Error| {
+            Error::new(
+                ErrorKind::InvalidConfig,
+                format!("cannot build the BigQuery {what} client: {e}"),
+            )
+            .with_source(e)
+        };
+        let mut tables = TableService::builder().with_retry_policy(NeverRetry);
+        let mut jobs = JobService::builder().with_retry_policy(NeverRetry);
+        let mut write = Write::builder();
+        if let Some(rest) = &connection.rest {
+            tables = tables.with_endpoint(rest);
+            jobs = jobs.with_endpoint(rest);
+        }
+        if let Some(grpc) = &connection.grpc {
+            write = write.with_endpoint(grpc);
+        }
+        if let Some(c) = credentials {
+            tables = tables.with_credentials(c.clone());
+            jobs = jobs.with_credentials(c.clone());
+            write = write.with_credentials(c);
+        }
+        Ok(Clients {
+            tables: tables.build().await.map_err(|e| client_error("tables", e))?,
+            jobs: jobs.build().await.map_err(|e| client_error("jobs", e))?,
+            write: Arc::new(
+                write
+                    .build()
+                    .await
+                    .map_err(|e| client_error("Storage Write", e))?,
+            ),
+        })
+    }
+}
+
+/// `None` means the libraries' default, Application Default Credentials.
+fn credentials(source: &Credentials) -> Result<Option<AuthCredentials>> {
+    match source {
+        Credentials::Auto | Credentials::ApplicationDefault => Ok(None),
+        Credentials::Anonymous => Ok(Some(
+            google_cloud_auth::credentials::anonymous::Builder::new().build(),
+        )),
+        Credentials::ServiceAccountKey(path) => {
+            let bad = |why: String| Error::invalid_config("connection.credentials", format!("{path}: {why}"));
+            let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+            let key: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+            google_cloud_auth::credentials::service_account::Builder::new(key)
+                .build()
+                .map(Some)
+                .map_err(|e| bad(e.to_string()))
+        }
+    }
+}
+
+/// The Storage Write API as the sink's streams use it.
+#[derive(Clone, Debug)]
+pub struct StorageWrite {
+    write: Arc<Write>,
+    timeout: Duration,
+}
+
+impl StorageWrite {
+    /// Streams through `write`; `timeout` bounds each attempt of the default writer.
+    pub fn new(write: Arc<Write>, timeout: Duration) -> Self {
+        StorageWrite { write, timeout }
+    }
+}
+
+enum Writer {
+    Default(DefaultWriter<Arrow>),
+    Committed(CommittedWriter<Arrow>),
+    Pending(PendingWriter<Arrow>),
+}
+
+fn gax_failure(e: google_cloud_gax::error::Error) -> Failure {
+    match e.status() {
+        Some(status) => Failure::Status {
+            code: status.code,
+            message: status.message.clone(),
+        },
+        None => match classify(&e) {
+            Retry::Transient | Retry::Throttled => Failure::Broken(e.to_string()),
+            Retry::Permanent(_) => Failure::Client(e.to_string()),
+        },
+    }
+}
+
+fn builder_failure(e: WriterBuilderError) -> Failure {
+    match e {
+        WriterBuilderError::Rpc { source, .. } => gax_failure(source),
+        other => Failure::Client(other.to_string()),
+    }
+}
+
+fn append_failure(e: AppendError) -> Failure {
+    match e {
+        AppendError::Rpc { source, .. } => gax_failure(source),
+        AppendError::RowErrors { row_errors, .. } => Failure::RowErrors(
+            row_errors
+                .into_iter()
+                .map(|r| (usize::try_from(r.index).unwrap_or(usize::MAX), r.message))
+                .collect(),
+        ),
+        other => Failure::Broken(other.to_string()),
+    }
+}
+
+#[async_trait]
+impl WriteApi for StorageWrite {
+    async fn open(
+        &self,
+        kind: StreamKind,
+        table_path: &str,
+        stream: Option<&str>,
+        schema: &Bytes,
+    ) -> std::result::Result<(Box<dyn Connection>, String), Failure> {
+        let schema = ArrowSchema::new().set_serialized_schema(schema.clone());
+        let w = &self.write;
+        let writer = match (kind, stream) {
+            (StreamKind::Default, _) => Writer::Default(
+                w.open_default_stream(table_path)
+                    .with_retry_policy(NeverRetry)
+                    .with_attempt_timeout(self.timeout)
+                    .build_arrow(schema)
+                    .await
+                    .map_err(builder_failure)?,
+            ),
+            (StreamKind::Committed, None) => Writer::Committed(
+                w.create_stream::<CommittedStream>(table_path)
+                    .build_arrow(schema)
+                    .await
+                    .map_err(builder_failure)?,
+            ),
+            (StreamKind::Committed, Some(name)) => Writer::Committed(
+                w.attach_to_stream::<CommittedStream>(name)
+                    .build_arrow(schema)
+                    .await
+                    .map_err(builder_failure)?,
+            ),
+            (StreamKind::Pending, None) => Writer::Pending(
+                w.create_stream::<PendingStream>(table_path)
+                    .build_arrow(schema)
+                    .await
+                    .map_err(builder_failure)?,
+            ),
+            (StreamKind::Pending, Some(name)) => Writer::Pending(
+                w.attach_to_stream::<PendingStream>(name)
+                    .build_arrow(schema)
+                    .await
+                    .map_err(builder_failure)?,
+            ),
+        };
+        let name = match &writer {
+            Writer::Default(_) => format!("{table_path}/streams/_default"),
+            Writer::Committed(c) => c.write_stream().to_string(),
+            Writer::Pending(p) => p.write_stream().to_string(),
+        };
+        Ok((Box::new(writer), name))
+    }
+}
+
+#[async_trait]
+impl Connection for Writer {
+    async fn append(&self, rows: Bytes, offset: Option<i64>) -> std::result::Result<(), Failure> {
+        let rows = ArrowRecordBatch::new().set_serialized_record_batch(rows);
+        let answer = match (self, offset) {
+            (Writer::Default(w), _) => w.append(rows).send().await,
+            (Writer::Committed(w), Some(o)) => w.append(rows).set_offset(o).send().await,
+            (Writer::Committed(w), None) => w.append(rows).send().await,
+            (Writer::Pending(w), Some(o)) => w.append(rows).set_offset(o).send().await,
+            (Writer::Pending(w), None) => w.append(rows).send().await,
+        };
+        answer.map(|_| ()).map_err(append_failure)
+    }
+
+    async fn finalize(&self) -> std::result::Result<(), Failure> {
+        let answer = match self {
+            Writer::Default(_) => return Ok(()),
+            Writer::Committed(w) => w.finalize().await,
+            Writer::Pending(w) => w.finalize().await,
+        };
+        answer.map(|_| ()).map_err(gax_failure)
+    }
+
+    async fn commit(&self) -> std::result::Result<(), Failure> {
+        let Writer::Pending(w) = self else {
+            return Ok(());
+        };
+        match w.commit().await {
+            Ok(_) => Ok(()),
+            Err(CommitError::Rpc { source, .. }) => Err(gax_failure(source)),
+            Err(CommitError::FailedTransaction { stream_errors, .. }) => Err(Failure::CommitRefused(
+                stream_errors
+                    .iter()
+                    .map(|e| e.error_message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )),
+            Err(other) => Err(Failure::Client(other.to_string())),
+        }
+    }
+}
+
+/// How a failed call should be handled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Try the same call again after a backoff.
+    Transient,
+    /// The service asked to slow down: try again after a backoff.
+    Throttled,
+    /// Do not try again.
+    Permanent(ErrorKind),
+}
+
+/// Classifies a service status (code and message) from either API.
+pub fn classify_status(code: Code, message: &str) -> Retry {
+    let lower = message.to_ascii_lowercase();
+    match code {
+        Code::Unavailable
+        | Code::Aborted
+        | Code::Internal
+        | Code::DeadlineExceeded
+        | Code::Cancelled
+        | Code::Unknown => Retry::Transient,
+        // A gRPC server refusing a message over its size limit says RESOURCE_EXHAUSTED too;
+        // sending it again cannot help.
+        Code::ResourceExhausted
+            if lower.contains("larger than max") || lower.contains("message too large") =>
+        {
+            Retry::Permanent(ErrorKind::InvalidInput)
+        }
+        Code::ResourceExhausted => Retry::Throttled,
+        // BigQuery's REST API reports rate limits as 403.
+        Code::PermissionDenied if lower.contains("rate limit") || lower.contains("quota") => Retry::Throttled,
+        Code::PermissionDenied | Code::Unauthenticated => Retry::Permanent(ErrorKind::InvalidConfig),
+        Code::NotFound => Retry::Permanent(ErrorKind::NotFound),
+        Code::AlreadyExists => Retry::Permanent(ErrorKind::AlreadyExists),
+        Code::FailedPrecondition => Retry::Permanent(ErrorKind::Conflict),
+        Code::InvalidArgument | Code::OutOfRange => Retry::Permanent(ErrorKind::InvalidInput),
+        Code::Unimplemented => Retry::Permanent(ErrorKind::Unsupported),
+        _ => Retry::Permanent(ErrorKind::Internal),
+    }
+}
+
+/// Classifies any client error: service statuses by code, HTTP 429/5xx without a status,
+/// and failures before or around the call (connect, I/O, timeouts) as transient.
+pub fn classify(e: &google_cloud_gax::error::Error) -> Retry {
+    if let Some(status) = e.status() {
+        return classify_status(status.code, &status.message);
+    }
+    match e.http_status_code() {
+        Some(429) => return Retry::Throttled,
+        Some(500..=599) => return Retry::Transient,
+        Some(404) => return Retry::Permanent(ErrorKind::NotFound),
+        Some(409) => return Retry::Permanent(ErrorKind::AlreadyExists),
+        Some(400..=499) => return Retry::Permanent(ErrorKind::InvalidInput),
+        _ => {}
+    }
+    if e.is_timeout() || e.is_io() || e.is_connect() || e.is_transport() || e.is_transient_and_before_rpc() {
+        return Retry::Transient;
+    }
+    if e.is_authentication() {
+        return Retry::Permanent(ErrorKind::InvalidConfig);
+    }
+    Retry::Permanent(ErrorKind::Internal)
+}
+
+/// An Outflow error for a failed client call: the kind and retryability from
+/// [`classify`], the service's message, `what` was being done, and the client error as
+/// source.
+pub fn service_error(what: &str, e: google_cloud_gax::error::Error) -> Error {
+    let (kind, retryable) = match classify(&e) {
+        Retry::Transient => (ErrorKind::Transient, true),
+        Retry::Throttled => (ErrorKind::Throttled, true),
+        Retry::Permanent(kind) => (kind, false),
+    };
+    let detail = e
+        .status()
+        .map(|s| s.message.clone())
+        .unwrap_or_else(|| e.to_string());
+    Error::new(kind, format!("{what}: {detail}"))
+        .with_retryable(retryable)
+        .with_source(e)
+}
+
+/// Whether the error is the service saying the thing does not exist.
+pub fn is_not_found(e: &google_cloud_gax::error::Error) -> bool {
+    e.status().is_some_and(|s| s.code == Code::NotFound) || e.http_status_code() == Some(404)
+}
+
+/// The process environment, as [`ResolvedConnection::resolve`] reads it.
+pub fn process_env(var: &str) -> Option<String> {
+    std::env::var(var).ok()
+}
+
+/// An environment for tests.
+#[cfg(test)]
+pub(crate) fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: std::collections::HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| map.get(k).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use google_cloud_gax::error::rpc::Status;
+
+    use super::*;
+
+    #[test]
+    fn endpoints_resolve_in_order_explicit_emulator_service() {
+        let none = env_of(&[]);
+        let service = ResolvedConnection::resolve(&ConnectionOptions::default(), &none).unwrap();
+        assert_eq!((service.rest, service.grpc), (None, None));
+        assert_eq!(service.credentials, Credentials::ApplicationDefault);
+
+        let env = env_of(&[(EMULATOR_HOST_ENV, "127.0.0.1:9050")]);
+        let emulator = ResolvedConnection::resolve(&ConnectionOptions::default(), &env).unwrap();
+        assert_eq!(emulator.rest.as_deref(), Some("http://127.0.0.1:9050"));
+        assert_eq!(emulator.grpc.as_deref(), Some("http://127.0.0.1:9060"));
+        assert_eq!(emulator.credentials, Credentials::Anonymous);
+
+        let env = env_of(&[
+            (EMULATOR_HOST_ENV, "localhost:1"),
+            (EMULATOR_GRPC_HOST_ENV, "localhost:2"),
+        ]);
+        let both = ResolvedConnection::resolve(&ConnectionOptions::default(), &env).unwrap();
+        assert_eq!(both.grpc.as_deref(), Some("http://localhost:2"));
+
+        let options = ConnectionOptions {
+            emulator_host: Some("10.0.0.1:7000".into()),
+            ..ConnectionOptions::default()
+        };
+        let from_options = ResolvedConnection::resolve(&options, &env).unwrap();
+        assert_eq!(from_options.rest.as_deref(), Some("http://10.0.0.1:7000"));
+        assert_eq!(from_options.grpc.as_deref(), Some("http://localhost:2"));
+
+        let explicit = ConnectionOptions::emulator("http://127.0.0.1:1", "http://127.0.0.1:2");
+        let resolved = ResolvedConnection::resolve(&explicit, &env).unwrap();
+        assert_eq!(resolved.rest.as_deref(), Some("http://127.0.0.1:1"));
+        let https = ConnectionOptions {
+            rest_endpoint: Some("https://private.example".into()),
+            ..ConnectionOptions::default()
+        };
+        let resolved = ResolvedConnection::resolve(&https, &none).unwrap();
+        assert_eq!(resolved.credentials, Credentials::ApplicationDefault);
+        assert_eq!(resolved.grpc, None);
+    }
+
+    fn status(code: Code, message: &str) -> google_cloud_gax::error::Error {
+        google_cloud_gax::error::Error::service(Status::default().set_code(code).set_message(message))
+    }
+
+    #[test]
+    fn statuses_classify_by_code_and_message() {
+        assert_eq!(
+            classify(&status(Code::Unavailable, "try later")),
+            Retry::Transient
+        );
+        assert_eq!(classify(&status(Code::Internal, "oops")), Retry::Transient);
+        assert_eq!(
+            classify(&status(Code::ResourceExhausted, "quota")),
+            Retry::Throttled
+        );
+        // What a gRPC server says about a request over its size limit (recorded from the
+        // emulator): retrying cannot help.
+        assert_eq!(
+            classify(&status(
+                Code::ResourceExhausted,
+                "SERVER: Received message larger than max (5243720 vs. 4194304)"
+            )),
+            Retry::Permanent(ErrorKind::InvalidInput)
+        );
+        // BigQuery's REST API: rateLimitExceeded is a 403.
+        assert_eq!(
+            classify(&status(
+                Code::PermissionDenied,
+                "Exceeded rate limits: too many table update operations"
+            )),
+            Retry::Throttled
+        );
+        assert_eq!(
+            classify(&status(Code::PermissionDenied, "Access Denied")),
+            Retry::Permanent(ErrorKind::InvalidConfig)
+        );
+        assert_eq!(
+            classify(&status(Code::NotFound, "Not found: Table p:d.t")),
+            Retry::Permanent(ErrorKind::NotFound)
+        );
+        assert_eq!(
+            classify(&status(Code::InvalidArgument, "bad")),
+            Retry::Permanent(ErrorKind::InvalidInput)
+        );
+        assert_eq!(
+            classify(&google_cloud_gax::error::Error::io("reset")),
+            Retry::Transient
+        );
+        assert_eq!(
+            classify(&google_cloud_gax::error::Error::timeout("slow")),
+            Retry::Transient
+        );
+        let e = service_error(
+            "tables.get p.d.t",
+            status(Code::NotFound, "Not found: Table p:d.t"),
+        );
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert!(!e.is_retryable());
+        assert_eq!(e.message(), "tables.get p.d.t: Not found: Table p:d.t");
+        assert!(service_error("x", status(Code::Unavailable, "")).is_retryable());
+    }
+}

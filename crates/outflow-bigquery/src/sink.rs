@@ -1,0 +1,703 @@
+//! The write loop: [`BigQuerySink`] implements [`Sink`], and [`BigQueryPreparer`] (from
+//! [`BigQuerySink::preparer`]) implements [`PrepareDestination`].
+//!
+//! For each batch: rows are routed to their tables; each table is prepared once (created
+//! under `create_if_needed`, checked empty under `empty`, given a staging table under
+//! `truncate`); the rows are reshaped to BigQuery's types and names; the shared planner
+//! decides whether they fit, and a schema update it allows is made with tables.patch before
+//! the rows are sent (the stream then reopens to see it); rows that cannot be written come
+//! back as [`FailedRecord`]s with their input index, reason and table while the others are
+//! written; requests are cut under `max_request_bytes`, and a row too big for any request is
+//! refused up front.
+//!
+//! Flushing commits pending streams and, under `truncate`, swaps the staged rows in.
+//! Closing flushes, finalizes committed streams and deletes staging tables.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use outflow_core::evolution::{EvolutionPlan, SchemaEvolutionConfig, Verdict};
+use outflow_core::schema::{InputSchema, Schema};
+use outflow_core::sink::{DestinationStats, row_to_json};
+use outflow_core::{
+    CreateDisposition, Destination, DestinationPlan, Error, ErrorKind, FailedRecord, PlannedAction,
+    PrepareDestination, Result, SchemaEvolutionOption, Sink, WriteDisposition, WriteResult,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use crate::admin::{Admin, TableInfo, plan_evolution};
+use crate::client::{Clients, ResolvedConnection, StorageWrite, process_env};
+use crate::options::{BigQuerySinkOptions, StreamType, WriteMethod};
+use crate::request::{Rows, align_names, shape_input};
+use crate::rows::TableRows;
+use crate::stream::{StreamKind, StreamWriter, WriteApi};
+use crate::table_ref::TableRef;
+use crate::types::to_core;
+
+/// Where an exactly-once sink stood: per table, its stream and the offset of the next
+/// append, and how many input rows it had been given. Take it with
+/// [`BigQuerySink::checkpoint`] after a `write` or `flush` returns; a sink built with
+/// [`BigQuerySinkBuilder::resume_from`] continues from it when given the same input from row
+/// `rows` on, in the same batches. Requests a killed writer had sent are then recognized
+/// (ALREADY_EXISTS at their offsets) instead of written twice.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Input rows the sink had been given.
+    pub rows: u64,
+    /// Per destination table (`project.dataset.table`).
+    pub streams: BTreeMap<String, StreamCheckpoint>,
+}
+
+/// One table's stream in a [`Checkpoint`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamCheckpoint {
+    /// The write stream's name; none when no stream is open (a pending stream was just
+    /// committed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+    /// The offset of the next append.
+    #[serde(default)]
+    pub next_offset: i64,
+    /// Under `truncate`, the staging table holding the rows staged so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging_table: Option<String>,
+}
+
+/// Builds a [`BigQuerySink`] from validated options.
+#[derive(Debug)]
+pub struct BigQuerySinkBuilder {
+    options: BigQuerySinkOptions,
+    resume: Option<Checkpoint>,
+}
+
+impl BigQuerySinkBuilder {
+    /// Continues from a checkpoint of an earlier exactly-once sink.
+    pub fn resume_from(mut self, checkpoint: Checkpoint) -> Self {
+        self.resume = Some(checkpoint);
+        self
+    }
+
+    /// Connects the clients (reading `BIGQUERY_EMULATOR_HOST` and credentials); no request
+    /// is made until the first batch or preparation.
+    pub async fn build(self) -> Result<BigQuerySink> {
+        let o = &self.options;
+        if self.resume.as_ref().is_some_and(|c| !c.streams.is_empty())
+            && o.write_method != WriteMethod::ExactlyOnce
+        {
+            return Err(Error::invalid_config(
+                "resume_from",
+                "streams can only be resumed with write_method exactly_once",
+            ));
+        }
+        let connection = ResolvedConnection::resolve(&o.connection, process_env)?;
+        let clients = Clients::connect(&connection).await?;
+        let write_api: Arc<dyn WriteApi> =
+            Arc::new(StorageWrite::new(clients.write.clone(), o.request_timeout));
+        let evolution = SchemaEvolutionConfig::builder()
+            .allow_all(o.schema_update_options.iter().copied())
+            .build()?;
+        let resume = self.resume.unwrap_or_default();
+        let shared = Arc::new(Shared {
+            admin: Admin::new(clients, o.retry.clone(), o.request_timeout),
+            evolution,
+            write_api,
+            prepared: Mutex::new(HashMap::new()),
+            resume: resume.streams.clone(),
+            options: self.options,
+        });
+        Ok(BigQuerySink {
+            shared,
+            destinations: BTreeMap::new(),
+            result: WriteResult::default(),
+            next_row: resume.rows,
+            closed: false,
+        })
+    }
+}
+
+/// What the sink and its preparer share.
+struct Shared {
+    options: BigQuerySinkOptions,
+    evolution: SchemaEvolutionConfig,
+    admin: Admin,
+    write_api: Arc<dyn WriteApi>,
+    prepared: Mutex<HashMap<TableRef, Prepared>>,
+    resume: BTreeMap<String, StreamCheckpoint>,
+}
+
+/// A table ready for rows.
+#[derive(Clone, Debug)]
+struct Prepared {
+    table: TableInfo,
+    created: bool,
+    staging: Option<TableInfo>,
+}
+
+impl Shared {
+    fn resolve(&self, name: &str) -> Result<TableRef> {
+        TableRef::parse(
+            name,
+            self.options.project.as_deref(),
+            self.options.dataset.as_deref(),
+        )
+    }
+
+    fn is_truncate(&self) -> bool {
+        self.options.write_disposition == WriteDisposition::Truncate
+    }
+
+    /// Creates or checks the table once; later calls return what the first found.
+    async fn prepare(&self, t: &TableRef) -> Result<Prepared> {
+        let mut prepared = self.prepared.lock().await;
+        if let Some(p) = prepared.get(t) {
+            return Ok(p.clone());
+        }
+        let o = &self.options;
+        let resumed = self.resume.get(&t.to_string());
+        let (table, created) = match self.admin.get(t).await? {
+            Some(table) => (table, false),
+            None if o.create_disposition == CreateDisposition::CreateNever => {
+                return Err(Error::not_found("table", t)
+                    .with_context("field", "create_disposition")
+                    .with_source(Error::invalid_config(
+                        "create_disposition",
+                        "create_never: the sink does not create tables",
+                    )));
+            }
+            None => {
+                let schema = o
+                    .schema
+                    .as_ref()
+                    .expect("create_if_needed has a schema, checked by build()");
+                let (table, created) = self
+                    .admin
+                    .create(t, schema, o.time_partitioning.as_ref(), &o.clustering)
+                    .await?;
+                if created {
+                    tracing::info!(table = %t, "created table");
+                }
+                (table, created)
+            }
+        };
+        if o.write_disposition == WriteDisposition::Empty
+            && !created
+            && resumed.is_none()
+            && !self.admin.is_empty(t).await?
+        {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("table {t} holds rows, and write_disposition is empty: nothing was written"),
+            )
+            .with_context("table", t.to_string())
+            .with_retryable(false));
+        }
+        let staging = if self.is_truncate() {
+            let name = resumed.and_then(|r| r.staging_table.clone());
+            Some(match name {
+                Some(name) => {
+                    let staging = t.with_table(name);
+                    self.admin.get(&staging).await?.ok_or_else(|| {
+                        Error::not_found("table", &staging).with_context("field", "resume_from")
+                    })?
+                }
+                None => {
+                    let staging = t.with_table(format!(
+                        "{}_outflow_tmp_{}",
+                        t.table,
+                        uuid::Uuid::new_v4().simple()
+                    ));
+                    self.admin.create_staging(&staging, &table).await?
+                }
+            })
+        } else {
+            None
+        };
+        let p = Prepared {
+            table,
+            created,
+            staging,
+        };
+        prepared.insert(t.clone(), p.clone());
+        Ok(p)
+    }
+
+    fn stream_kind(&self) -> StreamKind {
+        if self.is_truncate() {
+            // Staged rows must stay invisible until the swap, and a copy job reads only
+            // committed storage, not rows still in a streaming buffer.
+            return StreamKind::Pending;
+        }
+        match (self.options.write_method, self.options.stream_type()) {
+            (WriteMethod::AtLeastOnce, _) => StreamKind::Default,
+            (WriteMethod::ExactlyOnce, StreamType::Committed) => StreamKind::Committed,
+            (WriteMethod::ExactlyOnce, StreamType::Pending) => StreamKind::Pending,
+        }
+    }
+
+    /// Whether columns the table lacks are added (rather than dropped or refused).
+    fn adds_fields(&self) -> bool {
+        self.evolution.allows(SchemaEvolutionOption::AllowFieldAddition)
+    }
+}
+
+/// Writes Arrow batches to BigQuery tables through the Storage Write API.
+pub struct BigQuerySink {
+    shared: Arc<Shared>,
+    destinations: BTreeMap<TableRef, TableWriter>,
+    result: WriteResult,
+    next_row: u64,
+    closed: bool,
+}
+
+impl std::fmt::Debug for BigQuerySink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BigQuerySink")
+            .field("destination", &self.shared.options.table)
+            .field(
+                "tables",
+                &self
+                    .destinations
+                    .keys()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>(),
+            )
+            .field("next_row", &self.next_row)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BigQuerySink {
+    /// A builder for a sink with `options`.
+    pub fn builder(options: BigQuerySinkOptions) -> BigQuerySinkBuilder {
+        BigQuerySinkBuilder {
+            options,
+            resume: None,
+        }
+    }
+
+    /// The sink's options.
+    pub fn options(&self) -> &BigQuerySinkOptions {
+        &self.shared.options
+    }
+
+    /// Where rows go, for runners that prepare each destination before its first row.
+    pub fn destination(&self) -> &Destination {
+        &self.shared.options.table
+    }
+
+    /// Prepares destinations for this sink (shares what it prepared with the sink).
+    pub fn preparer(&self) -> BigQueryPreparer {
+        BigQueryPreparer {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Where the sink stands, to resume from after a crash (exactly-once only; see
+    /// [`Checkpoint`]).
+    pub fn checkpoint(&self) -> Checkpoint {
+        let streams = self
+            .destinations
+            .iter()
+            .filter_map(|(t, w)| {
+                let position = w.stream.position();
+                let staging_table = w.staging.as_ref().map(|s| s.table.table.clone());
+                if position.is_none() && staging_table.is_none() {
+                    return None;
+                }
+                let (stream, next_offset) = match position {
+                    Some((stream, offset)) => (Some(stream), offset),
+                    None => (None, 0),
+                };
+                Some((
+                    t.to_string(),
+                    StreamCheckpoint {
+                        stream,
+                        next_offset,
+                        staging_table,
+                    },
+                ))
+            })
+            .collect();
+        Checkpoint {
+            rows: self.next_row,
+            streams,
+        }
+    }
+
+    /// What was written so far and the records that failed (also returned by `close`).
+    pub fn result(&self) -> &WriteResult {
+        &self.result
+    }
+
+    async fn writer(&mut self, t: &TableRef) -> Result<&mut TableWriter> {
+        if !self.destinations.contains_key(t) {
+            let p = self.shared.prepare(t).await?;
+            let target = p
+                .staging
+                .as_ref()
+                .map(|s| s.table.clone())
+                .unwrap_or_else(|| t.clone());
+            let o = &self.shared.options;
+            let mut stream = StreamWriter::new(
+                self.shared.write_api.clone(),
+                self.shared.stream_kind(),
+                target.path(),
+                o.retry.clone(),
+                o.request_timeout,
+            );
+            let resumed = self.shared.resume.get(&t.to_string());
+            if let Some(name) = resumed.and_then(|r| r.stream.as_ref()) {
+                stream = stream.resume(name.clone(), resumed.map_or(0, |r| r.next_offset));
+            }
+            // Rows a previous writer staged are swapped in at the next flush even if this
+            // one adds none.
+            let staged_since_swap = resumed.is_some() && p.staging.is_some();
+            self.destinations.insert(
+                t.clone(),
+                TableWriter {
+                    name: t.to_string(),
+                    table: p.table,
+                    staging: p.staging,
+                    stream,
+                    stats: DestinationStats::default(),
+                    staged_since_swap,
+                },
+            );
+        }
+        Ok(self.destinations.get_mut(t).expect("inserted above"))
+    }
+}
+
+#[async_trait]
+impl Sink for BigQuerySink {
+    async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        if self.closed {
+            return Err(Error::new(ErrorKind::InvalidInput, "the BigQuery sink is closed"));
+        }
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let rows = Rows::numbered(shape_input(&batch)?, self.next_row);
+        // Every table is resolved and prepared before any row is sent, so a table that
+        // cannot be written (missing under create_never, not empty under empty) fails the
+        // batch with nothing of it written.
+        let mut work = Vec::new();
+        for routed in self.shared.options.table.route_rows(&rows.batch)? {
+            let part = Rows {
+                indices: routed.rows.iter().map(|&r| rows.indices[r as usize]).collect(),
+                batch: routed.batch,
+            };
+            match self.shared.resolve(&routed.destination) {
+                Ok(t) => {
+                    self.writer(&t).await?;
+                    work.push((t, part));
+                }
+                Err(e) => {
+                    let name = routed.destination;
+                    let reason = format!("destination {name:?} is not a valid table name: {}", e.message());
+                    let failed = (0..part.len()).map(|p| failed_record(&name, &part, p, &reason));
+                    self.result.failed.extend(failed);
+                }
+            }
+        }
+        self.next_row += batch.num_rows() as u64;
+        let shared = self.shared.clone();
+        for (t, part) in work {
+            let writer = self.destinations.get_mut(&t).expect("prepared above");
+            let failed = writer.write(&shared, part).await?;
+            self.result.failed.extend(failed);
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let shared = self.shared.clone();
+        for writer in self.destinations.values_mut() {
+            writer.flush(&shared).await?;
+        }
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<WriteResult> {
+        if self.closed {
+            return Ok(self.result.clone());
+        }
+        let flushed = self.flush().await;
+        self.closed = true;
+        let shared = self.shared.clone();
+        for writer in self.destinations.values_mut() {
+            writer.stream.finish().await;
+            if let Some(staging) = &writer.staging
+                && let Err(e) = shared.admin.delete(&staging.table).await
+            {
+                tracing::warn!(table = %staging.table, error = %e, "could not delete the staging table; it expires in a day");
+            }
+            self.result
+                .record(&writer.name, std::mem::take(&mut writer.stats));
+        }
+        flushed?;
+        Ok(self.result.clone())
+    }
+}
+
+fn failed_record(destination: &str, rows: &Rows, position: usize, reason: &str) -> FailedRecord {
+    FailedRecord {
+        destination: destination.to_string(),
+        index: Some(rows.indices[position]),
+        record: row_to_json(&rows.batch, position),
+        reason: reason.to_string(),
+    }
+}
+
+/// One destination table's state in the sink.
+struct TableWriter {
+    name: String,
+    table: TableInfo,
+    staging: Option<TableInfo>,
+    stream: StreamWriter,
+    stats: DestinationStats,
+    staged_since_swap: bool,
+}
+
+impl TableWriter {
+    /// Writes `rows`; returns the records that could not be written.
+    async fn write(&mut self, shared: &Shared, rows: Rows) -> Result<Vec<FailedRecord>> {
+        let o = &shared.options;
+        let drop_unknown = o.ignore_unknown_values && !shared.adds_fields();
+        let mut rows = TableRows::new(&self.name, &self.table.schema, rows, drop_unknown)?;
+        if let Some(plan) = rows.plan(&self.table.core, &shared.evolution)? {
+            self.evolve(shared, &plan).await?;
+        }
+        let Some(encoded) = rows.encode(&self.table.schema, o.max_request_bytes)? else {
+            return Ok(rows.into_failed());
+        };
+        for request in encoded.requests {
+            let appended = rows.append(&mut self.stream, &encoded.schema, request).await?;
+            self.stats.rows += appended.rows;
+            self.stats.bytes += appended.bytes;
+            self.stats.commits += appended.commits;
+            self.staged_since_swap |= appended.rows > 0;
+        }
+        Ok(rows.into_failed())
+    }
+
+    /// Makes the plan's schema changes to the table (and its staging table), and reopens
+    /// the stream so it sees them.
+    async fn evolve(&mut self, shared: &Shared, plan: &EvolutionPlan) -> Result<()> {
+        tracing::info!(table = %self.name, plan = %plan, "updating the table schema");
+        self.table = shared.admin.evolve(&self.table, plan).await?;
+        if let Some(staging) = &self.staging {
+            self.staging = Some(shared.admin.evolve(staging, plan).await?);
+        }
+        let mut prepared = shared.prepared.lock().await;
+        if let Some(p) = prepared.get_mut(&self.table.table) {
+            p.table = self.table.clone();
+            p.staging = self.staging.clone();
+        }
+        self.stream.schema_changed();
+        Ok(())
+    }
+
+    async fn flush(&mut self, shared: &Shared) -> Result<()> {
+        self.stream.commit().await?;
+        if let Some(staging) = &self.staging
+            && self.staged_since_swap
+        {
+            shared
+                .admin
+                .copy_replace(&staging.table, &self.table.table)
+                .await?;
+            self.staged_since_swap = false;
+            tracing::info!(table = %self.name, "replaced the table's rows");
+        }
+        Ok(())
+    }
+}
+
+/// Prepares BigQuery tables for data: creates them, checks dispositions and makes the
+/// schema updates the options allow, or says what it would do.
+#[derive(Clone)]
+pub struct BigQueryPreparer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for BigQueryPreparer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BigQueryPreparer").finish_non_exhaustive()
+    }
+}
+
+/// An input schema from an Arrow schema alone: null counts are unknown, so a column the
+/// input declares nullable may hold nulls.
+fn declared_input(schema: &SchemaRef, table: Option<&TableInfo>, drop_unknown: bool) -> Result<InputSchema> {
+    let empty = RecordBatch::new_empty(schema.clone());
+    let mut batch = shape_input(&empty)?;
+    if let Some(t) = table {
+        batch = align_names(&batch, &t.schema, drop_unknown)?;
+    }
+    let schema = Schema::from_arrow(batch.schema().as_ref())?;
+    Ok(InputSchema::new(schema))
+}
+
+impl BigQueryPreparer {
+    fn details(&self, t: &TableRef) -> Vec<String> {
+        let o = &self.shared.options;
+        let mut out = Vec::new();
+        match o.write_disposition {
+            WriteDisposition::Truncate => out.push(format!(
+                "write_disposition truncate: rows are staged in a copy of {t} and swapped in at each flush \
+                 by one copy job (WRITE_TRUNCATE)"
+            )),
+            WriteDisposition::Empty => out.push(format!("write_disposition empty: {t} must hold no rows")),
+            WriteDisposition::Append => {}
+        }
+        out
+    }
+
+    fn creation_details(&self) -> Vec<String> {
+        let o = &self.shared.options;
+        let mut out = Vec::new();
+        if let Some(schema) = &o.schema {
+            out.push(format!(
+                "create with {} columns from the configured schema",
+                schema.fields.len()
+            ));
+        }
+        if let Some(p) = &o.time_partitioning {
+            out.push(format!("time partitioning {p}"));
+        }
+        if !o.clustering.is_empty() {
+            out.push(format!("clustering by {}", o.clustering.join(", ")));
+        }
+        out
+    }
+
+    async fn plan_or_prepare(
+        &self,
+        destination: &str,
+        schema: &SchemaRef,
+        apply: bool,
+    ) -> Result<DestinationPlan> {
+        let shared = &self.shared;
+        let o = &shared.options;
+        let t = match shared.resolve(destination) {
+            Ok(t) => t,
+            Err(e) => return Ok(DestinationPlan::failed(destination, &e)),
+        };
+        let name = t.to_string();
+        let drop_unknown = o.ignore_unknown_values && !shared.adds_fields();
+        let (table, created) = if apply {
+            let p = shared.prepare(&t).await?;
+            (Some(p.table), p.created)
+        } else {
+            (shared.admin.get(&t).await?, false)
+        };
+        let mut plan = match &table {
+            None if o.create_disposition == CreateDisposition::CreateNever => {
+                let e = Error::not_found("table", &t);
+                return Ok(
+                    DestinationPlan::failed(&name, &e).with_detail("create_disposition is create_never")
+                );
+            }
+            None => {
+                let mut plan = DestinationPlan::new(&name, PlannedAction::Create);
+                for d in self.creation_details() {
+                    plan = plan.with_detail(d);
+                }
+                let core = to_core(o.schema.as_ref().expect("checked by build()"));
+                let input = declared_input(schema, None, drop_unknown)?;
+                plan.with_evolution(plan_evolution(Some(&core), &input, &shared.evolution)?)
+            }
+            Some(info) => {
+                if !apply
+                    && o.write_disposition == WriteDisposition::Empty
+                    && !shared.admin.is_empty(&t).await?
+                {
+                    let e = Error::new(
+                        ErrorKind::Conflict,
+                        format!("table {t} holds rows, and write_disposition is empty"),
+                    );
+                    return Ok(DestinationPlan::failed(&name, &e));
+                }
+                let input = declared_input(schema, Some(info), drop_unknown)?;
+                let evolution = plan_evolution(Some(&info.core), &input, &shared.evolution)?;
+                let compatible = evolution
+                    .verdicts
+                    .iter()
+                    .all(|v| v.verdict != Verdict::Incompatible);
+                let action = if created {
+                    PlannedAction::Create
+                } else if compatible && evolution.changes_schema() {
+                    PlannedAction::Update
+                } else {
+                    PlannedAction::Unchanged
+                };
+                if apply && compatible && evolution.all_compatible() && evolution.changes_schema() {
+                    let mut prepared = shared.prepared.lock().await;
+                    if let Some(p) = prepared.get_mut(&t) {
+                        p.table = shared.admin.evolve(&p.table, &evolution).await?;
+                        if let Some(staging) = &p.staging {
+                            p.staging = Some(shared.admin.evolve(staging, &evolution).await?);
+                        }
+                    }
+                }
+                let mut plan = DestinationPlan::new(&name, action);
+                if created {
+                    for d in self.creation_details() {
+                        plan = plan.with_detail(d);
+                    }
+                }
+                if !compatible {
+                    plan = plan.with_detail("rows that do not fit the table come back as failed records");
+                }
+                plan.with_evolution(evolution)
+            }
+        };
+        for d in self.details(&t) {
+            plan = plan.with_detail(d);
+        }
+        Ok(plan)
+    }
+}
+
+#[async_trait]
+impl PrepareDestination for BigQueryPreparer {
+    async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        self.plan_or_prepare(destination, schema, false).await
+    }
+
+    async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        self.plan_or_prepare(destination, schema, true).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoints_serialize() {
+        let c = Checkpoint {
+            rows: 42,
+            streams: [(
+                "p.d.t".to_string(),
+                StreamCheckpoint {
+                    stream: Some("projects/p/datasets/d/tables/t/streams/s1".into()),
+                    next_offset: 40,
+                    staging_table: None,
+                },
+            )]
+            .into_iter()
+            .collect(),
+        };
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Checkpoint>(&json).unwrap(), c);
+    }
+}

@@ -1,0 +1,166 @@
+//! `outflow bigquery ...`: BigQuery's own subcommands. `ensure-table` creates a table from
+//! a schema file, or evolves an existing one as allowed, and says what it did (see
+//! `docs/bigquery.md`).
+
+use clap::{Args, Subcommand};
+use outflow_bigquery::{ConnectionOptions, EnsureTable, TableSchema, TimePartitioning, ensure_table};
+use outflow_core::{CreateDisposition, Error, Result, SchemaEvolutionOption};
+
+use crate::exit::ExitStatus;
+
+/// Examples for `outflow bigquery ensure-table --help`.
+pub const ENSURE_TABLE_HELP: &str = "\
+Examples:
+  outflow bigquery ensure-table --project my-project --table analytics.events --schema events.json
+  outflow bigquery ensure-table --table my-project.analytics.events --schema events.yaml \\
+      --allow field-addition,field-relaxation --time-partitioning DAY:ts --clustering region
+  outflow bigquery ensure-table ... --emulator-host 127.0.0.1:9050 --dry-run
+
+The schema file is BigQuery's JSON schema (a list of {name, type, mode, fields}), as JSON
+or YAML. Credentials come from the environment (Application Default Credentials) unless
+an emulator is named (--emulator-host, or BIGQUERY_EMULATOR_HOST).
+
+Exit codes: 0 created, updated or already as asked (or, with --dry-run, would be);
+1 the change is not allowed or the service failed; 2 usage.";
+
+/// BigQuery subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BigQueryCommand {
+    /// Create a table from a schema file, or evolve an existing one as allowed, printing
+    /// what was done.
+    #[command(name = "ensure-table", after_help = ENSURE_TABLE_HELP)]
+    EnsureTable(Box<EnsureTableArgs>),
+}
+
+impl BigQueryCommand {
+    /// Runs the subcommand.
+    pub async fn execute(self) -> ExitStatus {
+        match self {
+            BigQueryCommand::EnsureTable(args) => execute_ensure_table(*args).await,
+        }
+    }
+}
+
+/// Arguments of `outflow bigquery ensure-table`.
+#[derive(Debug, Args)]
+pub struct EnsureTableArgs {
+    /// The table: `project.dataset.table`, `project:dataset.table`, `dataset.table` (with
+    /// --project) or `table` (with --project and --dataset).
+    #[arg(long, value_name = "TABLE")]
+    pub table: String,
+    /// The schema file: BigQuery's JSON schema, as JSON or YAML.
+    #[arg(long, value_name = "FILE")]
+    pub schema: String,
+    /// The project, when the table name has none.
+    #[arg(long, value_name = "PROJECT")]
+    pub project: Option<String>,
+    /// The dataset, when the table name has none.
+    #[arg(long, value_name = "DATASET")]
+    pub dataset: Option<String>,
+    /// Changes allowed on an existing table, comma-separated: field-addition,
+    /// field-relaxation. None: the table must already fit.
+    #[arg(long, value_name = "CHANGES", value_delimiter = ',')]
+    pub allow: Vec<String>,
+    /// Whether a missing table may be created.
+    #[arg(
+        long,
+        value_name = "create-if-needed|create-never",
+        default_value = "create-if-needed"
+    )]
+    pub create_disposition: String,
+    /// Time partitioning of a table created: DAY, HOUR, MONTH or YEAR, optionally
+    /// `:COLUMN` (default: ingestion time).
+    #[arg(long, value_name = "TYPE[:COLUMN]")]
+    pub time_partitioning: Option<String>,
+    /// Clustering columns of a table created, comma-separated.
+    #[arg(long, value_name = "COLUMNS", value_delimiter = ',')]
+    pub clustering: Vec<String>,
+    /// An emulator's REST `host:port` (anonymous credentials; gRPC on port 9060 unless
+    /// --emulator-grpc-host).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub emulator_host: Option<String>,
+    /// The emulator's gRPC `host:port`.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub emulator_grpc_host: Option<String>,
+    /// Say what would be done, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `outflow bigquery ensure-table`.
+pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
+    let json = args.json;
+    match ensure(args).await {
+        Ok(report) => {
+            if json {
+                println!("{}", serde_json::to_string(&report).expect("reports serialize"));
+            } else {
+                print!("{report}");
+            }
+            if report.succeeded() {
+                ExitStatus::Ok
+            } else {
+                ExitStatus::Failed
+            }
+        }
+        Err(err) => {
+            let status = ExitStatus::of(&err);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"status": status.as_str(), "error": err.to_string()})
+                );
+            } else {
+                eprintln!("error: {err}");
+            }
+            status
+        }
+    }
+}
+
+async fn ensure(args: EnsureTableArgs) -> Result<outflow_bigquery::EnsureTableReport> {
+    let schema = TableSchema::from_file(&args.schema)?;
+    let mut request = EnsureTable::new(args.table, schema);
+    request.project = args.project;
+    request.dataset = args.dataset;
+    request.dry_run = args.dry_run;
+    request.clustering = args.clustering;
+    request.create_disposition = args
+        .create_disposition
+        .parse::<CreateDisposition>()
+        .map_err(|e| Error::invalid_config("--create-disposition", e.message()))?;
+    for option in &args.allow {
+        let parsed: SchemaEvolutionOption = option
+            .parse()
+            .map_err(|e: Error| Error::invalid_config("--allow", e.message()))?;
+        request.schema_update_options.insert(parsed);
+    }
+    if let Some(text) = &args.time_partitioning {
+        request.time_partitioning = Some(time_partitioning(text)?);
+    }
+    if args.emulator_host.is_some() || args.emulator_grpc_host.is_some() {
+        request.connection = ConnectionOptions {
+            emulator_host: args.emulator_host,
+            emulator_grpc_host: args.emulator_grpc_host,
+            ..ConnectionOptions::default()
+        };
+    }
+    request.validate()?;
+    ensure_table(&request).await
+}
+
+/// `DAY` or `DAY:column` as the options' time partitioning.
+fn time_partitioning(text: &str) -> Result<TimePartitioning> {
+    let (kind, field) = match text.split_once(':') {
+        Some((kind, field)) => (kind, Some(field)),
+        None => (text, None),
+    };
+    let mut yaml = format!("type: {kind}\n");
+    if let Some(field) = field {
+        yaml.push_str(&format!("field: {field}\n"));
+    }
+    serde_yaml_ng::from_str(&yaml).map_err(|e| Error::invalid_config("--time-partitioning", e.to_string()))
+}

@@ -1,0 +1,128 @@
+//! `outflow run` with the BigQuery sink and `outflow bigquery ensure-table`, against the
+//! local-bigquery emulator the test script starts, read back with Google's Python client.
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use outflow_testkit::bigquery::BigQueryEnv;
+use outflow_testkit::unique_name;
+use predicates::prelude::*;
+use predicates::str::contains;
+use serde_json::Value;
+
+fn outflow() -> assert_cmd::Command {
+    let mut cmd = cargo_bin_cmd!("outflow");
+    cmd.env_remove("OUTFLOW_LOG").env("NO_COLOR", "1");
+    cmd
+}
+
+fn names(read: &Value) -> Vec<String> {
+    read["schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_job_loads_csv_rows_into_bigquery() {
+    let env = BigQueryEnv::from_env();
+    let dataset = unique_name("cli");
+    env.create_dataset(&dataset);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("in.csv"),
+        "id,city,fare\n1,Lisbon,8.30\n2,Porto,\n3,Faro,12.00\n",
+    )
+    .unwrap();
+    let job = format!(
+        "source:\n  path: in.csv\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}}, {{name: fare, type: \"decimal(10,2)\"}} ] }}\n\
+         sink:\n  bigquery:\n    project: {project}\n    dataset: {dataset}\n    table: trips\n\
+         \x20   schema: [ {{name: id, type: INT64, mode: REQUIRED}}, {{name: city, type: STRING}}, {{name: fare, type: NUMERIC}} ]\n\
+         \x20   connection: {{ rest_endpoint: '${{OUTFLOW_BIGQUERY_REST}}', grpc_endpoint: '${{OUTFLOW_BIGQUERY_GRPC}}', credentials: anonymous }}\n",
+        project = env.project,
+    );
+    std::fs::write(dir.path().join("job.yaml"), job).unwrap();
+    outflow()
+        .arg("run")
+        .arg(dir.path().join("job.yaml"))
+        .env("OUTFLOW_BIGQUERY_REST", &env.rest)
+        .env("OUTFLOW_BIGQUERY_GRPC", &env.grpc)
+        .assert()
+        .success()
+        .stdout(contains("trips").and(contains("3")));
+    let read = env.read_table(&dataset, "trips");
+    assert_eq!(names(&read), ["id", "city", "fare"]);
+    let mut ids: Vec<i64> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3]);
+    let lisbon = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == 1)
+        .unwrap();
+    assert_eq!(lisbon["city"], "Lisbon");
+}
+
+#[test]
+fn ensure_table_creates_then_evolves_as_allowed() {
+    let env = BigQueryEnv::from_env();
+    let dataset = unique_name("cli");
+    env.create_dataset(&dataset);
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = dir.path().join("v1.json");
+    std::fs::write(
+        &v1,
+        r#"[{"name": "id", "type": "INT64", "mode": "REQUIRED"}, {"name": "ts", "type": "TIMESTAMP"}]"#,
+    )
+    .unwrap();
+    let v2 = dir.path().join("v2.yaml");
+    std::fs::write(&v2, "- {name: id, type: INT64, mode: REQUIRED}\n- {name: ts, type: TIMESTAMP}\n- {name: note, type: STRING}\n")
+        .unwrap();
+    let host = env.rest.trim_start_matches("http://").to_string();
+    let grpc = env.grpc.trim_start_matches("http://").to_string();
+    let base = |schema: &std::path::Path| {
+        let mut cmd = outflow();
+        cmd.args([
+            "bigquery",
+            "ensure-table",
+            "--project",
+            &env.project,
+            "--dataset",
+            &dataset,
+        ])
+        .args([
+            "--table",
+            "events",
+            "--emulator-host",
+            &host,
+            "--emulator-grpc-host",
+            &grpc,
+        ])
+        .arg("--schema")
+        .arg(schema);
+        cmd
+    };
+    base(&v1)
+        .args(["--time-partitioning", "DAY:ts"])
+        .assert()
+        .success()
+        .stdout(contains("created"));
+    base(&v1).assert().success().stdout(contains("unchanged"));
+    // A new column without --allow is refused and changes nothing.
+    base(&v2).assert().code(1).stdout(contains("note"));
+    assert_eq!(names(&env.read_table(&dataset, "events")), ["id", "ts"]);
+    base(&v2)
+        .arg("--dry-run")
+        .args(["--allow", "field-addition"])
+        .assert()
+        .success();
+    assert_eq!(names(&env.read_table(&dataset, "events")), ["id", "ts"]);
+    base(&v2).args(["--allow", "field-addition"]).assert().success();
+    assert_eq!(names(&env.read_table(&dataset, "events")), ["id", "ts", "note"]);
+}

@@ -1,0 +1,168 @@
+//! The BigQuery emulator (`local-bigquery`, started by `scripts/servers/bigquery.sh`) and
+//! the independent reader on Google's Python client (`tests/readers/python/bigquery_tool.py`).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{repo_root, require_env, run_json};
+
+/// Where the emulator listens, and the Python that runs the reader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BigQueryEnv {
+    /// REST endpoint URL (`OUTFLOW_BIGQUERY_REST`).
+    pub rest: String,
+    /// Storage Write/Read gRPC endpoint URL (`OUTFLOW_BIGQUERY_GRPC`).
+    pub grpc: String,
+    /// The emulator's project (`OUTFLOW_BIGQUERY_PROJECT`).
+    pub project: String,
+    /// The Python of the emulator's venv, which has Google's client (`OUTFLOW_BIGQUERY_PYTHON`).
+    pub python: String,
+}
+
+impl BigQueryEnv {
+    /// Reads the environment the test script exports; panics naming what is missing.
+    pub fn from_env() -> Self {
+        BigQueryEnv {
+            rest: require_env("OUTFLOW_BIGQUERY_REST"),
+            grpc: require_env("OUTFLOW_BIGQUERY_GRPC"),
+            project: require_env("OUTFLOW_BIGQUERY_PROJECT"),
+            python: require_env("OUTFLOW_BIGQUERY_PYTHON"),
+        }
+    }
+
+    /// The reader script.
+    pub fn tool() -> PathBuf {
+        repo_root().join("tests/readers/python/bigquery_tool.py")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.python);
+        c.arg(Self::tool()).args(args).args(["--endpoint", &self.rest]);
+        c
+    }
+
+    /// Creates `dataset` with Google's Python client (tables need one; sinks create tables
+    /// only).
+    pub fn create_dataset(&self, dataset: &str) {
+        let script = "import sys\n\
+from google.cloud import bigquery\n\
+from google.auth.credentials import AnonymousCredentials\n\
+from google.api_core.client_options import ClientOptions\n\
+project, endpoint, dataset = sys.argv[1:4]\n\
+client = bigquery.Client(project=project, credentials=AnonymousCredentials(), client_options=ClientOptions(api_endpoint=endpoint))\n\
+client.create_dataset(dataset)\n";
+        crate::run(Command::new(&self.python).args(["-c", script, &self.project, &self.rest, dataset]));
+    }
+
+    /// A table as Google's Python client reads it: `{"schema": [...], "num_rows": N,
+    /// "rows": [...]}` (see the script for the value conventions).
+    pub fn read_table(&self, dataset: &str, table: &str) -> serde_json::Value {
+        run_json(&mut self.command(&[
+            "read",
+            "--project",
+            &self.project,
+            "--dataset",
+            dataset,
+            "--table",
+            table,
+        ]))
+    }
+
+    /// Starts a reader that runs `sql` again and again, appending each result to a file,
+    /// until [`Poller::stop`].
+    pub fn poll(&self, sql: &str, max_seconds: u32) -> Poller {
+        let dir = std::env::temp_dir().join(format!("outflow-bq-poll-{:08x}", rand::random::<u32>()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let out = dir.join("results.jsonl");
+        let stop = dir.join("stop");
+        let max = max_seconds.to_string();
+        let child = self
+            .command(&[
+                "poll",
+                "--project",
+                &self.project,
+                "--sql",
+                sql,
+                "--out",
+                out.to_str().expect("utf-8 path"),
+                "--stop-file",
+                stop.to_str().expect("utf-8 path"),
+                "--max-seconds",
+                &max,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the polling reader");
+        Poller {
+            child,
+            dir,
+            out,
+            stop,
+        }
+    }
+}
+
+/// A running polling reader (see [`BigQueryEnv::poll`]).
+#[derive(Debug)]
+pub struct Poller {
+    child: Child,
+    dir: PathBuf,
+    out: PathBuf,
+    stop: PathBuf,
+}
+
+impl Poller {
+    /// How many results the reader has written so far.
+    pub fn results_so_far(&self) -> usize {
+        std::fs::read_to_string(&self.out)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
+    /// Waits (at most `timeout`) until the reader has written `n` results.
+    pub fn wait_for(&self, n: usize, timeout: Duration) {
+        let started = Instant::now();
+        while self.results_so_far() < n && started.elapsed() < timeout {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the reader and returns every result it saw, in order.
+    pub fn stop(mut self) -> Vec<serde_json::Value> {
+        std::fs::write(&self.stop, b"stop").expect("write the stop file");
+        let started = Instant::now();
+        loop {
+            match self.child.try_wait().expect("poll the reader") {
+                Some(status) => {
+                    assert!(status.success(), "the polling reader failed: {status}");
+                    break;
+                }
+                None if started.elapsed() > Duration::from_secs(30) => {
+                    let _ = self.child.kill();
+                    panic!("the polling reader did not stop within 30 s");
+                }
+                None => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let results = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad poll line {l:?}: {e}")))
+            .collect();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        results
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        // A test that panicked before stop(): do not leave the reader running.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = std::fs::write(&self.stop, b"stop");
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Outflow's BigQuery sink against Google's Python Storage Write client, on the same
+# local-bigquery emulator: appends ROWS rows (default 1,000,000) of 10 columns in batches
+# of 10,000 and prints rows/s and peak RSS for each, and the ratio.
+#
+#   scripts/bench/bigquery.sh [ROWS]
+#
+# Runs, in order: Outflow's request building alone (no service), the Python client's
+# request building alone, Outflow at-least-once (default stream), Outflow exactly-once
+# (committed stream with offsets), the Python client on the default stream. Each write is
+# checked with COUNT(*). The emulator's own CPU time is sampled around each write: when it
+# is busy close to 100% of the wall time, the emulator, not the client, sets the pace.
+#
+# It starts its own emulator (instance "bigquery-bench", free ports) and stops it on exit;
+# the release example builds into the shared target directory.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+ROWS="${1:-1000000}"
+BATCH=10000
+export OUTFLOW_BIGQUERY_INSTANCE=bigquery-bench
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
+cd "$REPO"
+
+echo "== building the release example" >&2
+cargo build --release --quiet -p outflow-bigquery --example bigquery_bench
+BENCH="$CARGO_TARGET_DIR/release/examples/bigquery_bench"
+
+stop() { scripts/servers/bigquery.sh stop || true; }
+trap stop EXIT
+scripts/servers/bigquery.sh start
+# shellcheck disable=SC1091
+source ".cache/run/$OUTFLOW_BIGQUERY_INSTANCE.env"
+EMULATOR_PID="$(cat ".cache/run/$OUTFLOW_BIGQUERY_INSTANCE.pid")"
+PY="$OUTFLOW_BIGQUERY_PYTHON"
+TOOL="$HERE/bigquery_python.py"
+DATASET="bench_$(date +%s)"
+"$PY" "$TOOL" setup --dataset "$DATASET"
+
+# CPU seconds (user + system) used so far by the emulator's process group.
+emulator_cpu() {
+    local ticks=0 pid
+    for pid in $(pgrep -g "$EMULATOR_PID" || echo "$EMULATOR_PID"); do
+        [[ -r /proc/$pid/stat ]] || continue
+        ticks=$((ticks + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+    done
+    awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }'
+}
+
+RESULTS="$(mktemp)"
+run() {
+    # run LABEL TABLE COMMAND...: runs one measurement and appends its JSON line, with the
+    # emulator's CPU share and the row count read back.
+    local label="$1" table="$2"
+    shift 2
+    echo "== $label" >&2
+    local before after line
+    before="$(emulator_cpu)"
+    line="$("$@")"
+    after="$(emulator_cpu)"
+    local count="null"
+    if [[ "$table" != "-" ]]; then
+        count="$("$PY" "$TOOL" count --dataset "$DATASET" --table "$table" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["count"])')"
+    fi
+    echo "$line" | "$PY" -c '
+import json, sys
+r = json.load(sys.stdin)
+r["label"], r["emulator_cpu_s"], r["count"] = sys.argv[1], round(float(sys.argv[3]) - float(sys.argv[2]), 2), json.loads(sys.argv[4])
+print(json.dumps(r))' "$label" "$before" "$after" "$count" | tee -a "$RESULTS" >&2
+}
+
+run "outflow encode only" - "$BENCH" --mode encode --rows "$ROWS" --batch "$BATCH"
+run "python encode only" - "$PY" "$TOOL" encode --rows "$ROWS" --batch "$BATCH"
+run "outflow at-least-once" outflow_alo "$BENCH" --mode write --method at_least_once --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table outflow_alo
+run "outflow exactly-once" outflow_eo "$BENCH" --mode write --method exactly_once --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table outflow_eo
+run "python default stream" python_default "$PY" "$TOOL" write --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table python_default
+
+"$PY" - "$RESULTS" "$ROWS" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+by = {r["label"]: r for r in rows}
+expected = int(sys.argv[2])
+print()
+print(f"{'run':<24} {'rows/s':>10} {'seconds':>8} {'peak RSS MiB':>13} {'emulator CPU':>13} {'rows read back':>15}")
+for r in rows:
+    busy = f"{100 * r['emulator_cpu_s'] / r['seconds']:.0f}%" if r["count"] is not None else "-"
+    count = r["count"] if r["count"] is not None else "-"
+    print(f"{r['label']:<24} {r['rows_per_s']:>10,} {r['seconds']:>8.1f} {r['peak_rss_kib'] / 1024:>13.1f} {busy:>13} {count:>15}")
+    if r["count"] is not None and r["count"] != expected:
+        sys.exit(f"{r['label']}: {r['count']} rows read back, {expected} expected")
+def ratio(a, b, key):
+    return by[a][key] / by[b][key]
+print()
+print(f"outflow/python rows/s, writing (at-least-once vs default stream): {ratio('outflow at-least-once', 'python default stream', 'rows_per_s'):.2f}x")
+print(f"outflow/python rows/s, writing (exactly-once vs default stream):  {ratio('outflow exactly-once', 'python default stream', 'rows_per_s'):.2f}x")
+print(f"outflow/python rows/s, building requests only:                    {ratio('outflow encode only', 'python encode only', 'rows_per_s'):.2f}x")
+print(f"python/outflow peak RSS, writing (at-least-once):                 {ratio('python default stream', 'outflow at-least-once', 'peak_rss_kib'):.2f}x")
+PYEOF

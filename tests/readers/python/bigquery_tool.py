@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Independent reader for Outflow's BigQuery tests, on Google's Python client.
+
+    bigquery_tool.py read --project P --dataset D --table T [--endpoint URL]
+    bigquery_tool.py query --project P --sql SQL [--endpoint URL]
+    bigquery_tool.py poll --project P --sql SQL --out FILE --stop-file F [--max-seconds N]
+
+`read` prints one line of compact JSON with sorted keys:
+
+    {"schema": [{"name": N, "type": T, "mode": M, "fields": [...]}],
+     "num_rows": N,
+     "rows": [{COLUMN: VALUE, ...}, ...]}
+
+- "schema" is tables.get's schema. Types use the standard SQL names (INT64, FLOAT64, BOOL,
+  RECORD, ...: the API's legacy INTEGER, FLOAT, BOOLEAN and STRUCT are renamed); a missing
+  mode reads as NULLABLE; "fields" is [] for a column that is not a RECORD.
+- "num_rows" is tables.get's numRows; "rows" come from tabledata.list (list_rows), every
+  row, sorted by their own canonical JSON text so that write order does not matter.
+  local-bigquery's numRows is DuckDB's size estimate: after DELETE, TRUNCATE TABLE or a
+  WRITE_TRUNCATE copy it can be larger than the real count, so count len(rows) instead.
+- VALUE: INT64 as an integer; FLOAT64 as a number ("NaN", "Infinity", "-Infinity" as
+  strings); NUMERIC and BIGNUMERIC as plain decimal strings (never exponent notation);
+  BOOL; STRING; BYTES as lowercase hex; DATE "YYYY-MM-DD"; TIME "HH:MM:SS.ffffff";
+  DATETIME "YYYY-MM-DDTHH:MM:SS.ffffff"; TIMESTAMP in UTC as "YYYY-MM-DDTHH:MM:SS.ffffffZ";
+  JSON as its JSON text, re-serialized compactly with sorted keys; RECORD as an object;
+  REPEATED as a list; NULL as null.
+
+`query` runs one standard SQL query (jobs.query) and prints {"rows": [{COLUMN: VALUE}, ...]}
+with values converted as above, rows in the order the query returns them.
+
+`poll` runs the query again and again until the stop file exists (or --max-seconds pass,
+default 120), appending one line per run to --out: {"t": SECONDS, "rows": [...]} or
+{"t": SECONDS, "error": MESSAGE}. Tests use it to watch a table while Outflow writes.
+
+The endpoint defaults to $OUTFLOW_BIGQUERY_REST (see scripts/servers/bigquery.sh); the
+credentials are anonymous, so this only talks to an emulator.
+"""
+
+import argparse
+import base64
+import datetime
+import decimal
+import json
+import math
+import os
+import sys
+
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import bigquery
+
+STANDARD = {"INTEGER": "INT64", "FLOAT": "FLOAT64", "BOOLEAN": "BOOL", "STRUCT": "RECORD"}
+
+
+def canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def type_name(field) -> str:
+    name = (field.field_type or "STRING").upper()
+    return STANDARD.get(name, name)
+
+
+def describe(fields) -> list:
+    return [
+        {
+            "name": f.name,
+            "type": type_name(f),
+            "mode": (f.mode or "NULLABLE").upper(),
+            "fields": describe(f.fields or ()),
+        }
+        for f in fields
+    ]
+
+
+def scalar(kind: str, value):
+    if value is None:
+        return None
+    if kind == "FLOAT64":
+        value = float(value)
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if kind in ("NUMERIC", "BIGNUMERIC"):
+        return format(decimal.Decimal(value), "f")
+    if kind == "INT64":
+        return int(value)
+    if kind == "BYTES":
+        if isinstance(value, str):  # defensive: base64 text
+            value = base64.b64decode(value)
+        return bytes(value).hex()
+    if kind == "DATE":
+        return value.isoformat()
+    if kind == "TIME":
+        return value.isoformat(timespec="microseconds")
+    if kind == "DATETIME":
+        return value.isoformat(timespec="microseconds")
+    if kind == "TIMESTAMP":
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        utc = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return utc.isoformat(timespec="microseconds") + "Z"
+    if kind == "JSON":
+        # The client parses JSON columns; serialize back to canonical text.
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return value
+        return canonical(value)
+    return value
+
+
+def convert(field, value):
+    kind = type_name(field)
+    if (field.mode or "").upper() == "REPEATED":
+        return [convert_one(field, kind, item) for item in (value or [])]
+    return convert_one(field, kind, value)
+
+
+def convert_one(field, kind, value):
+    if value is None:
+        return None
+    if kind == "RECORD":
+        return {sub.name: convert(sub, value.get(sub.name)) for sub in field.fields}
+    return scalar(kind, value)
+
+
+def relaxed(fields) -> list:
+    """The schema with every non-repeated field NULLABLE, for parsing rows only.
+
+    The Python client does not null-check REQUIRED cells and crashes on a null in one (the
+    emulator does not enforce REQUIRED inside a RECORD); parsing with relaxed modes prints
+    such a null instead, so the test that looks at it can fail with a clear diff.
+    """
+    return [
+        bigquery.SchemaField(
+            f.name,
+            f.field_type,
+            mode="REPEATED" if (f.mode or "").upper() == "REPEATED" else "NULLABLE",
+            fields=relaxed(f.fields or ()),
+        )
+        for f in fields
+    ]
+
+
+def client_for(args) -> bigquery.Client:
+    endpoint = args.endpoint or os.environ.get("OUTFLOW_BIGQUERY_REST")
+    if not endpoint:
+        sys.exit("bigquery_tool.py: pass --endpoint or set OUTFLOW_BIGQUERY_REST")
+    return bigquery.Client(
+        project=args.project,
+        credentials=AnonymousCredentials(),
+        client_options=ClientOptions(api_endpoint=endpoint),
+    )
+
+
+def read(args) -> dict:
+    client = client_for(args)
+    table = client.get_table(f"{args.project}.{args.dataset}.{args.table}")
+    rows = [
+        {field.name: convert(field, row.get(field.name)) for field in table.schema}
+        for row in client.list_rows(table, selected_fields=relaxed(table.schema))
+    ]
+    rows.sort(key=canonical)
+    return {
+        "schema": describe(table.schema),
+        "num_rows": int(table.num_rows or 0),
+        "rows": rows,
+    }
+
+
+def query(client: bigquery.Client, sql: str) -> list:
+    result = client.query(sql).result()
+    return [{f.name: convert(f, row.get(f.name)) for f in result.schema} for row in result]
+
+
+def poll(args) -> None:
+    import time
+
+    client = client_for(args)
+    started = time.monotonic()
+    with open(args.out, "a", encoding="utf-8") as out:
+        while not os.path.exists(args.stop_file) and time.monotonic() - started < args.max_seconds:
+            t = round(time.monotonic() - started, 3)
+            try:
+                line = {"t": t, "rows": query(client, args.sql)}
+            except Exception as error:  # a table being replaced may answer with an error
+                line = {"t": t, "error": str(error)}
+            out.write(canonical(line) + "\n")
+            out.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("read", help="print a table's schema, numRows and rows as JSON")
+    r.add_argument("--project", required=True)
+    r.add_argument("--dataset", required=True)
+    r.add_argument("--table", required=True)
+    r.add_argument("--endpoint", help="REST endpoint (default: $OUTFLOW_BIGQUERY_REST)")
+    q = sub.add_parser("query", help="run one query and print its rows as JSON")
+    q.add_argument("--project", required=True)
+    q.add_argument("--sql", required=True)
+    q.add_argument("--endpoint", help="REST endpoint (default: $OUTFLOW_BIGQUERY_REST)")
+    w = sub.add_parser("poll", help="run a query repeatedly, appending its rows to a file")
+    w.add_argument("--project", required=True)
+    w.add_argument("--sql", required=True)
+    w.add_argument("--out", required=True)
+    w.add_argument("--stop-file", required=True)
+    w.add_argument("--max-seconds", type=float, default=120.0)
+    w.add_argument("--endpoint", help="REST endpoint (default: $OUTFLOW_BIGQUERY_REST)")
+    args = parser.parse_args()
+    if args.command == "read":
+        print(canonical(read(args)))
+    elif args.command == "query":
+        print(canonical({"rows": query(client_for(args), args.sql)}))
+    elif args.command == "poll":
+        poll(args)
+
+
+if __name__ == "__main__":
+    main()
