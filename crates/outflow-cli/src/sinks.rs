@@ -55,6 +55,8 @@ pub enum SinkSpec {
     /// Google BigQuery (`outflow-bigquery`; options in docs/bigquery.md).
     #[serde(rename = "bigquery")]
     BigQuery(Box<outflow_bigquery::BigQuerySinkOptions>),
+    /// Google Cloud Bigtable (`outflow-bigtable`; options in docs/bigtable.md).
+    Bigtable(Box<outflow_bigtable::BigtableSinkBuilder>),
 }
 
 impl SinkSpec {
@@ -63,6 +65,7 @@ impl SinkSpec {
         match self {
             SinkSpec::Iceberg(_) => "iceberg",
             SinkSpec::BigQuery(_) => "bigquery",
+            SinkSpec::Bigtable(_) => "bigtable",
         }
     }
 
@@ -89,6 +92,17 @@ impl SinkSpec {
                 Ok(BuiltSink {
                     destination: sink.destination().clone(),
                     preparer: Arc::new(sink.preparer()),
+                    sink: Box::new(sink),
+                })
+            }
+            SinkSpec::Bigtable(builder) => {
+                // The Bigtable sink is its own preparer; a second instance prepares, so
+                // that the runner can hold one to write and share the other.
+                let preparer = builder.as_ref().clone().build()?;
+                let sink = builder.as_ref().clone().build()?;
+                Ok(BuiltSink {
+                    destination: sink.destination().clone(),
+                    preparer: Arc::new(preparer),
                     sink: Box::new(sink),
                 })
             }

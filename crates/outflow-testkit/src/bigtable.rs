@@ -160,11 +160,10 @@ impl Drop for PrivateEmulator {
 }
 
 /// A TCP proxy on loopback in front of a server, which can reset every connection it
-/// carries, swallow the server's responses, or refuse new connections.
+/// carries, or swallow the server's responses.
 pub struct FaultProxy {
     addr: SocketAddr,
     swallow: Arc<AtomicBool>,
-    refuse: Arc<AtomicBool>,
     cut: broadcast::Sender<()>,
     accept: JoinHandle<()>,
 }
@@ -175,16 +174,11 @@ impl FaultProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
         let addr = listener.local_addr().expect("proxy address");
         let swallow = Arc::new(AtomicBool::new(false));
-        let refuse = Arc::new(AtomicBool::new(false));
         let (cut, _) = broadcast::channel(64);
         let upstream = upstream.to_string();
-        let (swallow_flag, refuse_flag, cut_tx) = (swallow.clone(), refuse.clone(), cut.clone());
+        let (swallow_flag, cut_tx) = (swallow.clone(), cut.clone());
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                if refuse_flag.load(Ordering::SeqCst) {
-                    let _ = client.set_zero_linger();
-                    continue;
-                }
                 let Ok(server) = TcpStream::connect(&upstream).await else {
                     let _ = client.set_zero_linger();
                     continue;
@@ -195,7 +189,6 @@ impl FaultProxy {
         FaultProxy {
             addr,
             swallow,
-            refuse,
             cut,
             accept,
         }
@@ -210,11 +203,6 @@ impl FaultProxy {
     /// are applied and never acknowledged.
     pub fn swallow_responses(&self, on: bool) {
         self.swallow.store(on, Ordering::SeqCst);
-    }
-
-    /// While on, new connections are reset as soon as they are accepted.
-    pub fn refuse_connections(&self, on: bool) {
-        self.refuse.store(on, Ordering::SeqCst);
     }
 
     /// Resets (RST) every connection open now on both sides.

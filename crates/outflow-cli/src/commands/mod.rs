@@ -14,6 +14,7 @@
 //! plus its arm in [`Command::execute`]. [`Reporter`] prints errors the same way for all.
 
 pub mod bigquery;
+pub mod bigtable;
 pub mod check;
 pub mod plan;
 pub mod run;
@@ -67,6 +68,10 @@ pub enum Command {
     /// ensure-table`).
     #[command(subcommand, name = "bigquery")]
     BigQuery(bigquery::BigQueryCommand),
+    /// Bigtable tables: create one with its column families, or add the families it lacks
+    /// (`outflow bigtable ensure-table`).
+    #[command(subcommand)]
+    Bigtable(bigtable::BigtableCommand),
 }
 
 impl Command {
@@ -77,6 +82,7 @@ impl Command {
             Command::Plan(args) => plan::execute(args).await,
             Command::Check(args) => check::execute(args).await,
             Command::BigQuery(command) => command.execute().await,
+            Command::Bigtable(command) => command.execute().await,
         }
     }
 }

@@ -1,0 +1,856 @@
+//! What a created table looks like: its column families, their garbage-collection rules and
+//! their value types.
+//!
+//! [`TableCreateOptions`] is what a user writes in a job or options file. In YAML:
+//!
+//! ```yaml
+//! column_families:
+//!   - name: profile                      # raw, no rule: every version is kept
+//!   - name: events
+//!     gc_rule: {max_age: 7d}
+//!   - name: recent
+//!     gc_rule:
+//!       union: [{max_versions: 3}, {max_age: 30d}]
+//!   - name: clicks
+//!     type: {aggregate: sum}             # Int64 counters, summed by Bigtable
+//! ```
+//!
+//! `gc_rule` is `{max_versions: N}`, `{max_age: DURATION}`, `{union: [RULE...]}` or
+//! `{intersection: [RULE...]}`, nested as deep as needed; `type` is `raw` (the default) or
+//! `{aggregate: sum|min|max|hll}`. Options written before value types existed (families
+//! with rules only, as a list without `type` or as a map from family name to rule) read
+//! back as raw families.
+
+use std::fmt;
+use std::time::Duration;
+
+use gcloud_sdk::google::bigtable::admin::v2 as admin;
+use gcloud_sdk::prost_types;
+use outflow_core::{Error, Result};
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// When Bigtable may delete old cells of a column family.
+///
+/// Without a rule a family keeps every cell version forever; see the crate docs for why
+/// that matters for an at-least-once sink. Deletion is lazy: Bigtable collects garbage in
+/// the background, so reads may still see cells a rule allows it to drop.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum GcRule {
+    /// Keep at most this many versions of each cell (`{max_versions: 3}`).
+    MaxVersions(u32),
+    /// Keep cells younger than this, by cell timestamp (`{max_age: 7d}`).
+    MaxAge(Duration),
+    /// Delete a cell when any of the rules would (`{union: [...]}`).
+    Union(Vec<GcRule>),
+    /// Delete a cell only when all of the rules would (`{intersection: [...]}`).
+    Intersection(Vec<GcRule>),
+}
+
+impl GcRule {
+    /// Checks the numbers fit the service's types (versions in an `i32`, ages in seconds
+    /// in an `i64`), naming the offending rule; the service checks everything else.
+    fn validate(&self, field: &str) -> Result<()> {
+        match self {
+            GcRule::MaxVersions(n) if i32::try_from(*n).is_err() => Err(Error::invalid_config(
+                field,
+                format!("max_versions {n} is larger than Bigtable accepts ({})", i32::MAX),
+            )),
+            GcRule::MaxAge(age) if i64::try_from(age.as_secs()).is_err() => Err(Error::invalid_config(
+                field,
+                format!("max_age {age:?} is larger than Bigtable accepts"),
+            )),
+            GcRule::Union(rules) | GcRule::Intersection(rules) => rules
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, r)| r.validate(&format!("{field}[{i}]"))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The rule as the admin API takes it.
+    pub(crate) fn to_proto(&self) -> admin::GcRule {
+        use admin::gc_rule::{Intersection, Rule, Union};
+        let rule = match self {
+            GcRule::MaxVersions(n) => Rule::MaxNumVersions(i32::try_from(*n).unwrap_or(i32::MAX)),
+            GcRule::MaxAge(age) => Rule::MaxAge(prost_types::Duration {
+                seconds: i64::try_from(age.as_secs()).unwrap_or(i64::MAX),
+                nanos: age.subsec_nanos() as i32,
+            }),
+            GcRule::Union(rules) => Rule::Union(Union {
+                rules: rules.iter().map(GcRule::to_proto).collect(),
+            }),
+            GcRule::Intersection(rules) => Rule::Intersection(Intersection {
+                rules: rules.iter().map(GcRule::to_proto).collect(),
+            }),
+        };
+        admin::GcRule { rule: Some(rule) }
+    }
+
+    /// The rule the admin API returned; `None` for an empty rule (no rule) and for shapes
+    /// Outflow cannot express (a negative count or age).
+    pub(crate) fn from_proto(rule: &admin::GcRule) -> Option<GcRule> {
+        use admin::gc_rule::Rule;
+        Some(match rule.rule.as_ref()? {
+            Rule::MaxNumVersions(n) => GcRule::MaxVersions(u32::try_from(*n).ok()?),
+            Rule::MaxAge(d) => GcRule::MaxAge(Duration::new(
+                u64::try_from(d.seconds).ok()?,
+                u32::try_from(d.nanos).ok()?,
+            )),
+            Rule::Union(u) => GcRule::Union(u.rules.iter().map(GcRule::from_proto).collect::<Option<_>>()?),
+            Rule::Intersection(i) => {
+                GcRule::Intersection(i.rules.iter().map(GcRule::from_proto).collect::<Option<_>>()?)
+            }
+        })
+    }
+}
+
+impl fmt::Display for GcRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |f: &mut fmt::Formatter<'_>, op: &str, rules: &[GcRule]| {
+            f.write_str("(")?;
+            for (i, r) in rules.iter().enumerate() {
+                if i > 0 {
+                    write!(f, " {op} ")?;
+                }
+                write!(f, "{r}")?;
+            }
+            f.write_str(")")
+        };
+        match self {
+            GcRule::MaxVersions(n) => write!(f, "max_versions={n}"),
+            GcRule::MaxAge(d) => write!(f, "max_age={}", humantime::format_duration(*d)),
+            GcRule::Union(rules) => list(f, "or", rules),
+            GcRule::Intersection(rules) => list(f, "and", rules),
+        }
+    }
+}
+
+// GC rules are written as one-key maps (`{max_age: 7d}`) in every format, YAML included
+// (whose default for enums would be a `!tag`), so they are serialized by hand.
+impl Serialize for GcRule {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        struct Age(Duration);
+        impl Serialize for Age {
+            fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                outflow_core::duration::serialize(&self.0, s)
+            }
+        }
+        let mut map = s.serialize_map(Some(1))?;
+        match self {
+            GcRule::MaxVersions(n) => map.serialize_entry("max_versions", n)?,
+            GcRule::MaxAge(d) => map.serialize_entry("max_age", &Age(*d))?,
+            GcRule::Union(rules) => map.serialize_entry("union", rules)?,
+            GcRule::Intersection(rules) => map.serialize_entry("intersection", rules)?,
+        }
+        map.end()
+    }
+}
+
+/// Reads `T` through a JSON value, so that one-key maps read as enum variants in every
+/// format: serde's derived enums expect `!tags` from YAML readers, which users don't write.
+pub(crate) fn via_json<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> std::result::Result<T, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    serde_json::from_value(value).map_err(de::Error::custom)
+}
+
+impl<'de> Deserialize<'de> for GcRule {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case", deny_unknown_fields)]
+        enum Form {
+            MaxVersions(u32),
+            #[serde(with = "outflow_core::duration")]
+            MaxAge(Duration),
+            Union(Vec<GcRule>),
+            Intersection(Vec<GcRule>),
+        }
+        Ok(match via_json::<D, Form>(d)? {
+            Form::MaxVersions(n) => GcRule::MaxVersions(n),
+            Form::MaxAge(age) => GcRule::MaxAge(age),
+            Form::Union(rules) => GcRule::Union(rules),
+            Form::Intersection(rules) => GcRule::Intersection(rules),
+        })
+    }
+}
+
+/// What a column family's cells hold.
+///
+/// Aggregate families take Int64 inputs (`AddToCell`) and keep one value per cell that
+/// Bigtable combines on write; their values read back as 8-byte big-endian integers
+/// (a binary sketch for [`ValueType::HyperLogLog`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ValueType {
+    /// Plain bytes, written with `SetCell` (`raw`, the default).
+    #[default]
+    Raw,
+    /// The sum of the Int64 inputs (`{aggregate: sum}`).
+    Sum,
+    /// The smallest Int64 input (`{aggregate: min}`).
+    Min,
+    /// The largest Int64 input (`{aggregate: max}`).
+    Max,
+    /// A HyperLogLog++ estimate of the number of distinct Int64 inputs
+    /// (`{aggregate: hll}`).
+    HyperLogLog,
+}
+
+impl ValueType {
+    /// Every value type.
+    pub const ALL: [ValueType; 5] = [
+        ValueType::Raw,
+        ValueType::Sum,
+        ValueType::Min,
+        ValueType::Max,
+        ValueType::HyperLogLog,
+    ];
+
+    /// Whether the family is an aggregate (written with `AddToCell`).
+    pub fn is_aggregate(self) -> bool {
+        self != ValueType::Raw
+    }
+
+    /// The name as written in options: `raw`, `sum`, `min`, `max`, `hll`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValueType::Raw => "raw",
+            ValueType::Sum => "sum",
+            ValueType::Min => "min",
+            ValueType::Max => "max",
+            ValueType::HyperLogLog => "hll",
+        }
+    }
+
+    fn aggregate_from_name(name: &str) -> Option<ValueType> {
+        let folded: String = name
+            .chars()
+            .filter(|c| !matches!(c, '_' | '-' | ' ' | '+'))
+            .flat_map(char::to_lowercase)
+            .collect();
+        Some(match folded.as_str() {
+            "sum" => ValueType::Sum,
+            "min" => ValueType::Min,
+            "max" => ValueType::Max,
+            "hll" | "hyperloglog" | "hllpp" | "hllppuniquecount" => ValueType::HyperLogLog,
+            _ => return None,
+        })
+    }
+
+    /// The family's value type as the admin API takes it: none for raw, an aggregate
+    /// over big-endian Int64 otherwise.
+    pub(crate) fn to_proto(self) -> Option<admin::Type> {
+        use admin::r#type::aggregate::{Aggregator, HyperLogLogPlusPlusUniqueCount, Max, Min, Sum};
+        use admin::r#type::int64::Encoding;
+        use admin::r#type::int64::encoding::{BigEndianBytes, Encoding as IntEncoding};
+        use admin::r#type::{Aggregate, Int64, Kind};
+        let aggregator = match self {
+            ValueType::Raw => return None,
+            ValueType::Sum => Aggregator::Sum(Sum {}),
+            ValueType::Min => Aggregator::Min(Min {}),
+            ValueType::Max => Aggregator::Max(Max {}),
+            ValueType::HyperLogLog => Aggregator::HllppUniqueCount(HyperLogLogPlusPlusUniqueCount {}),
+        };
+        let int64 = admin::Type {
+            kind: Some(Kind::Int64Type(Int64 {
+                encoding: Some(Encoding {
+                    encoding: Some(IntEncoding::BigEndianBytes(BigEndianBytes::default())),
+                }),
+            })),
+        };
+        Some(admin::Type {
+            kind: Some(Kind::AggregateType(Box::new(Aggregate {
+                input_type: Some(Box::new(int64)),
+                state_type: None,
+                aggregator: Some(aggregator),
+            }))),
+        })
+    }
+
+    /// Reads a family's value type from the admin API. `Err` describes a type Outflow
+    /// does not declare (another input type or encoding, a structured type...).
+    pub(crate) fn from_proto(value_type: Option<&admin::Type>) -> std::result::Result<ValueType, String> {
+        use admin::r#type::Kind;
+        use admin::r#type::aggregate::Aggregator;
+        use admin::r#type::int64::encoding::Encoding as IntEncoding;
+        let Some(value_type) = value_type else {
+            return Ok(ValueType::Raw);
+        };
+        let describe = || format!("{:?}", value_type.kind);
+        let Some(Kind::AggregateType(aggregate)) = &value_type.kind else {
+            return match &value_type.kind {
+                None => Ok(ValueType::Raw),
+                Some(_) => Err(describe()),
+            };
+        };
+        let big_endian_int64 = matches!(
+            aggregate.input_type.as_deref().and_then(|t| t.kind.as_ref()),
+            Some(Kind::Int64Type(int)) if matches!(
+                int.encoding.as_ref().and_then(|e| e.encoding.as_ref()),
+                Some(IntEncoding::BigEndianBytes(_))
+            )
+        );
+        match (&aggregate.aggregator, big_endian_int64) {
+            (Some(Aggregator::Sum(_)), true) => Ok(ValueType::Sum),
+            (Some(Aggregator::Min(_)), true) => Ok(ValueType::Min),
+            (Some(Aggregator::Max(_)), true) => Ok(ValueType::Max),
+            (Some(Aggregator::HllppUniqueCount(_)), true) => Ok(ValueType::HyperLogLog),
+            _ => Err(describe()),
+        }
+    }
+}
+
+impl fmt::Display for ValueType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ValueType {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        if *self == ValueType::Raw {
+            return s.serialize_str("raw");
+        }
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry("aggregate", self.as_str())?;
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ValueType {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct TypeVisitor;
+        impl<'de> Visitor<'de> for TypeVisitor {
+            type Value = ValueType;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`raw` or `{aggregate: sum|min|max|hll}`")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<ValueType, E> {
+                if v.trim().eq_ignore_ascii_case("raw") {
+                    Ok(ValueType::Raw)
+                } else {
+                    Err(E::custom(format!(
+                        "unknown value type {v:?}; expected `raw` or `{{aggregate: sum|min|max|hll}}`"
+                    )))
+                }
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<ValueType, A::Error> {
+                let key: String = map
+                    .next_key()?
+                    .ok_or_else(|| de::Error::custom("an empty map is not a value type"))?;
+                if key != "aggregate" {
+                    return Err(de::Error::unknown_field(&key, &["aggregate"]));
+                }
+                let name: String = map.next_value()?;
+                if map.next_key::<String>()?.is_some() {
+                    return Err(de::Error::custom("a value type has exactly one key, `aggregate`"));
+                }
+                ValueType::aggregate_from_name(&name).ok_or_else(|| {
+                    de::Error::custom(format!(
+                        "unknown aggregate {name:?}; expected one of sum, min, max, hll"
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(TypeVisitor)
+    }
+}
+
+/// One column family to create: a name, an optional GC rule and a value type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnFamily {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gc_rule: Option<GcRule>,
+    // Older options have no `type`: their families are raw.
+    #[serde(default, rename = "type")]
+    value_type: ValueType,
+}
+
+impl ColumnFamily {
+    /// A raw family without a GC rule.
+    pub fn new(name: impl Into<String>) -> Self {
+        ColumnFamily {
+            name: name.into(),
+            gc_rule: None,
+            value_type: ValueType::Raw,
+        }
+    }
+
+    /// The same family with a GC rule.
+    pub fn with_gc_rule(mut self, rule: GcRule) -> Self {
+        self.gc_rule = Some(rule);
+        self
+    }
+
+    /// The same family with a value type.
+    pub fn with_value_type(mut self, value_type: ValueType) -> Self {
+        self.value_type = value_type;
+        self
+    }
+
+    /// The family's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The GC rule; `None` keeps every cell.
+    pub fn gc_rule(&self) -> Option<&GcRule> {
+        self.gc_rule.as_ref()
+    }
+
+    /// The value type.
+    pub fn value_type(&self) -> ValueType {
+        self.value_type
+    }
+
+    /// The family as the admin API takes it. No rule is sent as no `GcRule` at all: an
+    /// empty `GcRule` message is not the same thing to every server.
+    pub(crate) fn to_proto(&self) -> admin::ColumnFamily {
+        admin::ColumnFamily {
+            gc_rule: self.gc_rule.as_ref().map(GcRule::to_proto),
+            value_type: self.value_type.to_proto(),
+        }
+    }
+
+    /// A one-line description for plans and logs: `clicks (sum, gc max_age=7d)`.
+    pub fn describe(&self) -> String {
+        match &self.gc_rule {
+            Some(rule) => format!("{} ({}, gc {rule})", self.name, self.value_type),
+            None => format!("{} ({}, no gc rule)", self.name, self.value_type),
+        }
+    }
+}
+
+/// The column families of a table the sink creates, in declaration order.
+///
+/// Built with [`TableCreateOptions::builder`] or read from serde; either way it is
+/// validated: at least one family, no blank or repeated names. Bigtable's own name grammar
+/// and limits are left to the service.
+///
+/// ```
+/// use std::time::Duration;
+/// use outflow_bigtable::{ColumnFamily, GcRule, TableCreateOptions, ValueType};
+///
+/// let from_file = TableCreateOptions::from_yaml(
+///     r#"
+/// column_families:
+///   - name: events
+///     gc_rule: {union: [{max_versions: 3}, {max_age: 7d}]}
+///   - {name: clicks, type: {aggregate: sum}}
+/// "#,
+/// )?;
+/// let built = TableCreateOptions::builder()
+///     .column_family(ColumnFamily::new("events").with_gc_rule(GcRule::Union(vec![
+///         GcRule::MaxVersions(3),
+///         GcRule::MaxAge(Duration::from_secs(7 * 86_400)),
+///     ])))
+///     .column_family(ColumnFamily::new("clicks").with_value_type(ValueType::Sum))
+///     .build()?;
+/// assert_eq!(from_file, built);
+/// assert!(TableCreateOptions::builder().build().is_err(), "no families");
+/// # Ok::<(), outflow_core::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TableCreateOptions {
+    column_families: Vec<ColumnFamily>,
+}
+
+impl TableCreateOptions {
+    /// A builder with no families yet.
+    pub fn builder() -> TableCreateOptionsBuilder {
+        TableCreateOptionsBuilder::default()
+    }
+
+    /// The families, in declaration order.
+    pub fn column_families(&self) -> &[ColumnFamily] {
+        &self.column_families
+    }
+
+    /// The family called `name`, if declared.
+    pub fn family(&self, name: &str) -> Option<&ColumnFamily> {
+        self.column_families.iter().find(|f| f.name == name)
+    }
+
+    /// Whether any family is an aggregate; such options make preparation check the value
+    /// types of families that already exist.
+    pub fn has_aggregates(&self) -> bool {
+        self.column_families.iter().any(|f| f.value_type.is_aggregate())
+    }
+
+    /// Reads options from YAML or JSON text (JSON is YAML), as in an options file.
+    pub fn from_yaml(text: &str) -> Result<TableCreateOptions> {
+        serde_yaml_ng::from_str(text)
+            .map_err(|e| Error::invalid_config("column_families", format!("cannot read table options: {e}")))
+    }
+
+    /// Reads an options file (YAML or JSON).
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<TableCreateOptions> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::from(e)
+                .with_context("file", path.display().to_string())
+                .with_retryable(false)
+        })?;
+        TableCreateOptions::from_yaml(&text).map_err(|e| {
+            Error::invalid_config("column_families", format!("{}: {}", path.display(), e.message()))
+                .with_context("file", path.display().to_string())
+        })
+    }
+
+    fn validate(column_families: Vec<ColumnFamily>) -> Result<TableCreateOptions> {
+        if column_families.is_empty() {
+            return Err(Error::invalid_config(
+                "column_families",
+                "at least one column family is required: a Bigtable table without families \
+                 rejects every write",
+            ));
+        }
+        for (i, family) in column_families.iter().enumerate() {
+            if family.name.trim().is_empty() {
+                return Err(Error::invalid_config(
+                    &format!("column_families[{i}].name"),
+                    "a column family name must not be blank",
+                ));
+            }
+            if column_families[..i].iter().any(|f| f.name == family.name) {
+                return Err(Error::invalid_config(
+                    &format!("column_families[{i}].name"),
+                    format!("column family {:?} is declared twice", family.name),
+                )
+                .with_context("family", family.name.clone()));
+            }
+            if let Some(rule) = &family.gc_rule {
+                rule.validate(&format!("column_families[{i}].gc_rule"))?;
+            }
+        }
+        Ok(TableCreateOptions { column_families })
+    }
+}
+
+impl Serialize for TableCreateOptions {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry("column_families", &self.column_families)?;
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for TableCreateOptions {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Form {
+            #[serde(deserialize_with = "families")]
+            column_families: Vec<ColumnFamily>,
+        }
+        let form = Form::deserialize(d)?;
+        TableCreateOptions::validate(form.column_families).map_err(|e| de::Error::custom(e.message()))
+    }
+}
+
+/// `column_families` as a list of families, or in the form from before value types: a
+/// map from family name to GC rule (or null), in declaration order.
+fn families<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<ColumnFamily>, D::Error> {
+    struct FamiliesVisitor;
+    impl<'de> Visitor<'de> for FamiliesVisitor {
+        type Value = Vec<ColumnFamily>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of column families, or a map from family name to GC rule")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(family) = seq.next_element::<ColumnFamily>()? {
+                out.push(family);
+            }
+            Ok(out)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some((name, rule)) = map.next_entry::<String, Option<GcRule>>()? {
+                out.push(ColumnFamily {
+                    name,
+                    gc_rule: rule,
+                    value_type: ValueType::Raw,
+                });
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(FamiliesVisitor)
+}
+
+/// Builds [`TableCreateOptions`]; adding never fails, [`TableCreateOptionsBuilder::build`]
+/// validates.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TableCreateOptionsBuilder {
+    column_families: Vec<ColumnFamily>,
+}
+
+impl TableCreateOptionsBuilder {
+    /// Adds a family (after the ones added before).
+    pub fn column_family(mut self, family: ColumnFamily) -> Self {
+        self.column_families.push(family);
+        self
+    }
+
+    /// Adds a raw family with an optional GC rule.
+    pub fn raw_family(self, name: impl Into<String>, gc_rule: Option<GcRule>) -> Self {
+        let family = ColumnFamily {
+            name: name.into(),
+            gc_rule,
+            value_type: ValueType::Raw,
+        };
+        self.column_family(family)
+    }
+
+    /// Validates and builds: at least one family, none blank or repeated.
+    pub fn build(self) -> Result<TableCreateOptions> {
+        TableCreateOptions::validate(self.column_families)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use outflow_core::ErrorKind;
+
+    use super::*;
+
+    fn days(n: u64) -> Duration {
+        Duration::from_secs(n * 86_400)
+    }
+
+    fn every_shape() -> TableCreateOptions {
+        TableCreateOptions::builder()
+            .column_family(ColumnFamily::new("plain"))
+            .column_family(ColumnFamily::new("versions").with_gc_rule(GcRule::MaxVersions(3)))
+            .column_family(ColumnFamily::new("age").with_gc_rule(GcRule::MaxAge(days(7))))
+            .column_family(ColumnFamily::new("either").with_gc_rule(GcRule::Union(vec![
+                GcRule::MaxVersions(10),
+                GcRule::Intersection(vec![GcRule::MaxAge(days(30)), GcRule::MaxVersions(1)]),
+            ])))
+            .column_family(ColumnFamily::new("both").with_gc_rule(GcRule::Intersection(vec![
+                GcRule::MaxAge(Duration::from_millis(1500)),
+                GcRule::MaxVersions(2),
+            ])))
+            .column_family(ColumnFamily::new("total").with_value_type(ValueType::Sum))
+            .column_family(ColumnFamily::new("low").with_value_type(ValueType::Min))
+            .column_family(
+                ColumnFamily::new("high")
+                    .with_value_type(ValueType::Max)
+                    .with_gc_rule(GcRule::MaxAge(days(1))),
+            )
+            .column_family(ColumnFamily::new("distinct").with_value_type(ValueType::HyperLogLog))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn defaults() {
+        let family = ColumnFamily::new("cf");
+        assert_eq!(family.gc_rule(), None);
+        assert_eq!(family.value_type(), ValueType::Raw);
+        assert_eq!(ValueType::default(), ValueType::Raw);
+        let options = TableCreateOptions::builder()
+            .raw_family("cf", None)
+            .build()
+            .unwrap();
+        assert_eq!(options.column_families(), &[family]);
+        assert!(!options.has_aggregates());
+    }
+
+    #[test]
+    fn setters_keep_declaration_order() {
+        let options = every_shape();
+        let names: Vec<&str> = options.column_families().iter().map(ColumnFamily::name).collect();
+        assert_eq!(
+            names,
+            [
+                "plain", "versions", "age", "either", "both", "total", "low", "high", "distinct"
+            ]
+        );
+        assert!(options.has_aggregates());
+        assert_eq!(options.family("high").unwrap().value_type(), ValueType::Max);
+        assert_eq!(
+            options.family("high").unwrap().gc_rule(),
+            Some(&GcRule::MaxAge(days(1)))
+        );
+        assert_eq!(
+            options.family("either").unwrap().describe(),
+            "either (raw, gc (max_versions=10 or (max_age=30days and max_versions=1)))"
+        );
+    }
+
+    #[test]
+    fn build_rejects_empty_blank_and_repeated_names() {
+        let err = TableCreateOptions::builder().build().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert_eq!(err.context_value("field"), Some("column_families"));
+        assert!(err.to_string().contains("at least one column family"), "{err}");
+
+        let err = TableCreateOptions::builder()
+            .raw_family("ok", None)
+            .raw_family("  ", None)
+            .build()
+            .unwrap_err();
+        assert_eq!(err.context_value("field"), Some("column_families[1].name"));
+        assert!(err.to_string().contains("must not be blank"), "{err}");
+
+        let err = TableCreateOptions::builder()
+            .raw_family("cf", None)
+            .column_family(ColumnFamily::new("cf").with_value_type(ValueType::Sum))
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("\"cf\" is declared twice"), "{err}");
+
+        let err = TableCreateOptions::builder()
+            .raw_family("cf", Some(GcRule::Union(vec![GcRule::MaxVersions(u32::MAX)])))
+            .build()
+            .unwrap_err();
+        assert_eq!(err.context_value("field"), Some("column_families[0].gc_rule[0]"));
+    }
+
+    #[test]
+    fn serde_form_is_what_users_write() {
+        let yaml = r#"
+column_families:
+  - name: plain
+  - name: versions
+    gc_rule: {max_versions: 3}
+  - name: age
+    gc_rule: {max_age: 7d}
+  - name: either
+    gc_rule:
+      union:
+        - {max_versions: 10}
+        - intersection: [{max_age: 30d}, {max_versions: 1}]
+  - name: both
+    gc_rule: {intersection: [{max_age: 1s 500ms}, {max_versions: 2}]}
+  - {name: total, type: {aggregate: sum}}
+  - {name: low, type: {aggregate: min}}
+  - {name: high, type: {aggregate: max}, gc_rule: {max_age: 1d}}
+  - {name: distinct, type: {aggregate: hll}}
+"#;
+        let options = TableCreateOptions::from_yaml(yaml).unwrap();
+        assert_eq!(options, every_shape());
+    }
+
+    #[test]
+    fn serde_round_trips_in_json_and_yaml() {
+        let options = every_shape();
+        let json = serde_json::to_string(&options).unwrap();
+        assert!(
+            json.starts_with(r#"{"column_families":[{"name":"plain","type":"raw"}"#),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#"{"name":"age","gc_rule":{"max_age":"7days"},"type":"raw"}"#),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#"{"name":"total","type":{"aggregate":"sum"}}"#),
+            "{json}"
+        );
+        assert_eq!(
+            serde_json::from_str::<TableCreateOptions>(&json).unwrap(),
+            options
+        );
+        let yaml = serde_yaml_ng::to_string(&options).unwrap();
+        assert!(!yaml.contains('!'), "rules are maps, not YAML tags:\n{yaml}");
+        assert_eq!(TableCreateOptions::from_yaml(&yaml).unwrap(), options);
+    }
+
+    #[test]
+    fn the_form_before_types_reads_back_as_raw() {
+        // A list of families with rules only, as written before value types existed.
+        let list = r#"{"column_families":[{"name":"a","gc_rule":{"max_versions":1}},{"name":"b"}]}"#;
+        let options: TableCreateOptions = serde_json::from_str(list).unwrap();
+        assert_eq!(
+            options,
+            TableCreateOptions::builder()
+                .raw_family("a", Some(GcRule::MaxVersions(1)))
+                .raw_family("b", None)
+                .build()
+                .unwrap()
+        );
+        // The family-to-rule map of the same era, order kept.
+        let map = "column_families:\n  zeta: {max_age: 1h}\n  alpha: null\n";
+        let options = TableCreateOptions::from_yaml(map).unwrap();
+        let names: Vec<_> = options
+            .column_families()
+            .iter()
+            .map(|f| (f.name(), f.value_type()))
+            .collect();
+        assert_eq!(names, [("zeta", ValueType::Raw), ("alpha", ValueType::Raw)]);
+        assert_eq!(
+            options.family("zeta").unwrap().gc_rule(),
+            Some(&GcRule::MaxAge(Duration::from_secs(3600)))
+        );
+    }
+
+    #[test]
+    fn serde_rejects_what_build_rejects_and_unknown_shapes() {
+        for bad in [
+            r#"{"column_families":[]}"#,
+            r#"{"column_families":[{"name":""}]}"#,
+            r#"{"column_families":[{"name":"a"},{"name":"a"}]}"#,
+            r#"{"column_families":[{"name":"a","type":"counter"}]}"#,
+            r#"{"column_families":[{"name":"a","type":{"aggregate":"avg"}}]}"#,
+            r#"{"column_families":[{"name":"a","gc_rule":{"max_size":3}}]}"#,
+            r#"{"column_families":[{"name":"a","gc_rule":{"max_age":"soon"}}]}"#,
+            r#"{"column_families":[{"name":"a","colour":"red"}]}"#,
+            r#"{"families":[{"name":"a"}]}"#,
+        ] {
+            assert!(serde_json::from_str::<TableCreateOptions>(bad).is_err(), "{bad}");
+        }
+        let err = TableCreateOptions::from_yaml("column_families: []").unwrap_err();
+        assert!(err.to_string().contains("at least one column family"), "{err}");
+    }
+
+    #[test]
+    fn aggregate_names_have_aliases() {
+        for (text, expected) in [
+            ("{aggregate: HLL}", ValueType::HyperLogLog),
+            ("{aggregate: hyperloglog}", ValueType::HyperLogLog),
+            ("{aggregate: HLL++}", ValueType::HyperLogLog),
+            ("{aggregate: Sum}", ValueType::Sum),
+            ("RAW", ValueType::Raw),
+        ] {
+            assert_eq!(
+                serde_yaml_ng::from_str::<ValueType>(text).unwrap(),
+                expected,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn protos_round_trip() {
+        for family in every_shape().column_families() {
+            let proto = family.to_proto();
+            assert_eq!(
+                proto.gc_rule.as_ref().and_then(GcRule::from_proto).as_ref(),
+                family.gc_rule()
+            );
+            assert_eq!(
+                ValueType::from_proto(proto.value_type.as_ref()),
+                Ok(family.value_type())
+            );
+        }
+        assert!(ColumnFamily::new("x").to_proto().gc_rule.is_none());
+        assert_eq!(GcRule::from_proto(&admin::GcRule { rule: None }), None);
+        let unknown = admin::Type {
+            kind: Some(admin::r#type::Kind::BoolType(admin::r#type::Bool {})),
+        };
+        assert!(ValueType::from_proto(Some(&unknown)).is_err());
+    }
+}

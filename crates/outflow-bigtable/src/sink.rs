@@ -1,0 +1,905 @@
+//! The write loop: routing rows to tables, preparing each table before its first rows,
+//! batching entries into MutateRows requests, keeping a bounded number in flight, and
+//! retrying what may be retried.
+//!
+//! Guarantees:
+//! - A destination is created or reconciled (see [`crate::admin`]) before any of its rows
+//!   is sent; a failure there fails the write before anything reaches that table.
+//! - A row that cannot be written (a null or oversize key, an oversize cell, a bad marker)
+//!   is rejected on its own, before sending, as a failed record naming the row; the rest of
+//!   its batch is written. So is a row the service rejects.
+//! - Idempotent entries (explicit timestamps, deletes) are retried on transient failures
+//!   with backoff, within the retry policy's attempts and deadline. Entries with
+//!   `AddToCell` or server-time cells are never retried: when their request fails in a way
+//!   that leaves their fate unknown, they are reported as failed records saying they may
+//!   or may not have been applied.
+//! - A request that fails as a whole for a reason retrying cannot fix (the table was
+//!   deleted, permission denied), or keeps failing past the retry policy, fails the write
+//!   or flush with that error. The rest of that batch is not sent, and the requests
+//!   already in flight are waited for: when the error is returned, nothing of this sink is
+//!   still on its way to the table.
+//! - Rows are written at least once; order is kept within a request, not across the
+//!   requests in flight.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use gcloud_sdk::google::bigtable::v2::mutate_rows_request::Entry;
+use gcloud_sdk::tonic::Code;
+use outflow_core::sink::{DestinationStats, row_to_json};
+use outflow_core::{
+    CreateDisposition, Destination, DestinationPlan, Error, ErrorKind, FailedRecord, PlannedAction,
+    PrepareDestination, Result, RetryPolicy, Sink, WriteResult,
+};
+use rand::Rng;
+use tokio::sync::{Mutex, OnceCell};
+use tokio::task::JoinSet;
+
+use crate::admin::FamilyTypes;
+use crate::batch::{Batcher, Batching};
+use crate::client::{
+    BigtableClient, BigtableConnection, CallOutcome, EntryStatus, is_retryable_code, is_retryable_status,
+    status_error,
+};
+use crate::mutation::{RowEncoder, RowMapping, RowResult};
+use crate::options::TableCreateOptions;
+
+/// A sink's validated settings.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Settings {
+    pub(crate) connection: BigtableConnection,
+    pub(crate) destination: Destination,
+    pub(crate) disposition: CreateDisposition,
+    pub(crate) table_options: Option<TableCreateOptions>,
+    pub(crate) mapping: RowMapping,
+    pub(crate) batching: Batching,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) request_timeout: Duration,
+}
+
+/// A prepared destination: its families, and the encoders made for the schemas seen.
+struct Prepared {
+    families: FamilyTypes,
+    encoders: std::sync::Mutex<Vec<(SchemaRef, Arc<RowEncoder>)>>,
+}
+
+impl Prepared {
+    fn encoder(&self, schema: &SchemaRef, mapping: &RowMapping, table: &str) -> Result<Arc<RowEncoder>> {
+        let mut encoders = self.encoders.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, encoder)) = encoders
+            .iter()
+            .find(|(s, _)| Arc::ptr_eq(s, schema) || s == schema)
+        {
+            return Ok(encoder.clone());
+        }
+        let encoder = Arc::new(RowEncoder::new(schema, mapping, &self.families, table)?);
+        encoders.push((schema.clone(), encoder.clone()));
+        Ok(encoder)
+    }
+}
+
+/// The rows an entry came from, kept so that a failed row can be shown and a retried one
+/// encoded again (cheaper than keeping a copy of every entry in case it fails).
+struct Source {
+    batch: RecordBatch,
+    encoder: Arc<RowEncoder>,
+    now_micros: i64,
+}
+
+/// What the sink knows about one entry in flight.
+#[derive(Clone)]
+struct EntryMeta {
+    /// The row's position among all rows given to the sink.
+    index: u64,
+    /// The row in its source batch.
+    row: usize,
+    source: Arc<Source>,
+    idempotent: bool,
+    bytes: usize,
+}
+
+/// What one request (with its retries) achieved.
+#[derive(Debug, Default, PartialEq)]
+struct RequestReport {
+    rows: u64,
+    bytes: u64,
+    failed: Vec<FailedRecord>,
+}
+
+/// The state of writing: per-destination batchers, requests in flight, what was written.
+#[derive(Default)]
+struct WriteState {
+    batchers: HashMap<String, Batcher<(Entry, EntryMeta)>>,
+    in_flight: JoinSet<(String, Result<RequestReport>)>,
+    result: WriteResult,
+    next_index: u64,
+    closed: bool,
+}
+
+/// Writes Arrow rows to Bigtable tables; see [the module docs](crate::sink) for what it
+/// guarantees.
+///
+/// Built with [`BigtableSink::builder`]. It connects when it first prepares or writes.
+pub struct BigtableSink {
+    settings: Arc<Settings>,
+    client: OnceCell<BigtableClient>,
+    prepared: Mutex<HashMap<String, Arc<Prepared>>>,
+    // `write` has `&mut self`, so this lock is never contended; it only makes the sink
+    // `Sync`, as `PrepareDestination` requires.
+    state: Mutex<WriteState>,
+}
+
+impl std::fmt::Debug for BigtableSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BigtableSink")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BigtableSink {
+    /// Where rows go: one table, or a table per row from a template.
+    pub fn destination(&self) -> &Destination {
+        &self.settings.destination
+    }
+
+    pub(crate) fn new(settings: Settings) -> Self {
+        BigtableSink {
+            settings: Arc::new(settings),
+            client: OnceCell::new(),
+            prepared: Mutex::new(HashMap::new()),
+            state: Mutex::new(WriteState::default()),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The sink's client, connecting on first use.
+    pub async fn client(&self) -> Result<&BigtableClient> {
+        self.client
+            .get_or_try_init(|| async {
+                Ok(BigtableClient::connect(&self.settings.connection)
+                    .await?
+                    .with_retry_policy(self.settings.retry.clone()))
+            })
+            .await
+    }
+
+    /// Prepares `table` once; later calls return `Unchanged` with the families known.
+    async fn prepare_once(&self, table: &str) -> Result<(DestinationPlan, Arc<Prepared>)> {
+        let mut prepared = self.prepared.lock().await;
+        if let Some(p) = prepared.get(table) {
+            return Ok((DestinationPlan::new(table, PlannedAction::Unchanged), p.clone()));
+        }
+        let client = self.client().await?;
+        let (plan, families) = client
+            .prepare_table(
+                table,
+                self.settings.disposition,
+                self.settings.table_options.as_ref(),
+            )
+            .await?;
+        let p = Arc::new(Prepared {
+            families,
+            encoders: Default::default(),
+        });
+        prepared.insert(table.to_string(), p.clone());
+        Ok((plan, p))
+    }
+
+    /// Sends `entries` for `table`, first waiting for a slot among the requests in flight.
+    async fn dispatch(
+        &self,
+        state: &mut WriteState,
+        table: &str,
+        entries: Vec<(Entry, EntryMeta)>,
+    ) -> Result<()> {
+        let mut first_error = None;
+        while state.in_flight.len() >= self.settings.batching.max_outstanding_requests() {
+            let Some(joined) = state.in_flight.join_next().await else {
+                break;
+            };
+            if let Err(e) = absorb(&mut state.result, joined) {
+                first_error.get_or_insert(e);
+            }
+        }
+        let client = self.client().await?.clone();
+        let settings = self.settings.clone();
+        let table = table.to_string();
+        state.in_flight.spawn(async move {
+            let timeout = settings.request_timeout;
+            let report = send_with_retries(&table, entries, &settings.retry, |batch| {
+                let client = client.clone();
+                let table = table.clone();
+                async move { client.mutate_rows(&table, batch, timeout).await }
+            })
+            .await;
+            (table, report)
+        });
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn write_batch(&self, state: &mut WriteState, batch: RecordBatch) -> Result<()> {
+        if state.closed {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "write after close: the Bigtable sink is closed",
+            ));
+        }
+        let rows = batch.num_rows();
+        if rows == 0 {
+            return Ok(());
+        }
+        let base = state.next_index;
+        state.next_index += rows as u64;
+        let now_micros = write_time_micros();
+        let routed = route(&self.settings.destination, &batch)?;
+        // Every destination is prepared and every schema checked before any row is sent,
+        // so that a bad table or mapping fails the batch with nothing written.
+        let schema = batch.schema();
+        let mut plans = Vec::with_capacity(routed.len());
+        for (table, rows) in routed {
+            let (_, prepared) = self.prepare_once(&table).await?;
+            let encoder = prepared.encoder(&schema, &self.settings.mapping, &table)?;
+            plans.push((table, rows, encoder));
+        }
+        let mut first_error = None;
+        'tables: for (table, rows, encoder) in plans {
+            let source = Arc::new(Source {
+                batch: batch.clone(),
+                encoder: encoder.clone(),
+                now_micros,
+            });
+            let results = encoder.encode(&batch, rows.iter().copied(), now_micros)?;
+            let mut empty = 0;
+            // Taken out of the map for the loop (dispatching needs the state), put back after.
+            let mut batcher = state
+                .batchers
+                .remove(&table)
+                .unwrap_or_else(|| Batcher::new(&self.settings.batching));
+            for (row, result) in rows.into_iter().zip(results) {
+                let index = base + row as u64;
+                match result {
+                    RowResult::Encoded(encoded) => {
+                        let meta = EntryMeta {
+                            index,
+                            row,
+                            source: source.clone(),
+                            idempotent: encoded.idempotent,
+                            bytes: encoded.bytes,
+                        };
+                        if let Some(full) =
+                            batcher.push((encoded.entry, meta), encoded.bytes, encoded.mutations)
+                            && let Err(e) = self.dispatch(state, &table, full).await
+                        {
+                            state.batchers.insert(table, batcher);
+                            first_error = Some(e);
+                            break 'tables;
+                        }
+                    }
+                    RowResult::Empty => empty += 1,
+                    RowResult::Rejected(reason) => state.result.failed.push(FailedRecord {
+                        destination: table.clone(),
+                        index: Some(index),
+                        record: row_to_json(&batch, row),
+                        reason: format!("row {index}: {reason}"),
+                    }),
+                }
+            }
+            state.batchers.insert(table.clone(), batcher);
+            if empty > 0 {
+                // Rows whose every mapped value is null: nothing to send, nothing lost.
+                state.result.record(
+                    &table,
+                    DestinationStats {
+                        rows: empty,
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+        match first_error {
+            None => Ok(()),
+            Some(e) => {
+                // Stop here, and let what is in flight finish, so that when the error
+                // reaches the caller no request of this sink is still on its way.
+                while let Some(joined) = state.in_flight.join_next().await {
+                    if let Err(other) = absorb(&mut state.result, joined) {
+                        tracing::debug!(error = %other, "another request failed too");
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn flush_all(&self, state: &mut WriteState) -> Result<()> {
+        let mut first_error = None;
+        let tables: Vec<String> = state.batchers.keys().cloned().collect();
+        for table in tables {
+            let Some(entries) = state.batchers.get_mut(&table).and_then(Batcher::take) else {
+                continue;
+            };
+            if let Err(e) = self.dispatch(state, &table, entries).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        while let Some(joined) = state.in_flight.join_next().await {
+            if let Err(e) = absorb(&mut state.result, joined) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Adds a finished request's report to the result, or returns its error.
+fn absorb(
+    result: &mut WriteResult,
+    joined: std::result::Result<(String, Result<RequestReport>), tokio::task::JoinError>,
+) -> Result<()> {
+    let (table, report) =
+        joined.map_err(|e| Error::internal("a Bigtable write task failed").with_source(e))?;
+    let report = report?;
+    result.record(
+        &table,
+        DestinationStats {
+            rows: report.rows,
+            bytes: report.bytes,
+            files: 0,
+            commits: 1,
+        },
+    );
+    result.failed.extend(report.failed);
+    Ok(())
+}
+
+/// The rows of `batch` per destination table, tables in order of first appearance.
+fn route(destination: &Destination, batch: &RecordBatch) -> Result<Vec<(String, Vec<usize>)>> {
+    let names: Vec<String> = match destination {
+        Destination::Table(table) => return Ok(vec![(table.clone(), (0..batch.num_rows()).collect())]),
+        Destination::Template(template) => template.render_rows(batch)?,
+        Destination::Function(f) => (0..batch.num_rows())
+            .map(|row| f(batch, row))
+            .collect::<Result<_>>()?,
+    };
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut positions: HashMap<String, usize> = HashMap::new();
+    for (row, name) in names.into_iter().enumerate() {
+        match positions.get(&name) {
+            Some(&i) => groups[i].1.push(row),
+            None => {
+                positions.insert(name.clone(), groups.len());
+                groups.push((name, vec![row]));
+            }
+        }
+    }
+    Ok(groups)
+}
+
+/// Now, in microseconds floored to milliseconds (Bigtable's default granularity).
+fn write_time_micros() -> i64 {
+    let micros = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0);
+    micros - micros % 1000
+}
+
+fn code_name(code: i32) -> String {
+    format!("{:?}", Code::from_i32(code))
+}
+
+fn failed(table: &str, meta: &EntryMeta, reason: String) -> FailedRecord {
+    FailedRecord {
+        destination: table.to_string(),
+        index: Some(meta.index),
+        record: row_to_json(&meta.source.batch, meta.row),
+        reason: format!("row {}: {reason}", meta.index),
+    }
+}
+
+/// Why an entry is to be sent again.
+enum RetryCause {
+    /// The entry itself came back with a retryable code.
+    Entry(String),
+    /// The whole call failed in a way worth retrying.
+    Call,
+}
+
+/// Sends entries with `call` (one MutateRows attempt), retrying what may be retried under
+/// `policy`: entries that failed with a retryable code, and, when the call failed as a
+/// whole in a retryable way, the idempotent entries it left unanswered.
+async fn send_with_retries<F, Fut>(
+    table: &str,
+    entries: Vec<(Entry, EntryMeta)>,
+    policy: &RetryPolicy,
+    mut call: F,
+) -> Result<RequestReport>
+where
+    F: FnMut(Vec<Entry>) -> Fut,
+    Fut: Future<Output = CallOutcome>,
+{
+    let started = Instant::now();
+    let mut report = RequestReport::default();
+    let (mut entries, mut metas): (Vec<Entry>, Vec<EntryMeta>) = entries.into_iter().unzip();
+    let mut attempt: u32 = 1;
+    loop {
+        let outcome = call(entries).await;
+        let call_error = outcome.error;
+        if let Some(err) = call_error.as_ref()
+            && !is_retryable_status(err)
+            && outcome.statuses.iter().any(Option::is_none)
+        {
+            // Sending again cannot help (no such table, no permission...): fail loudly.
+            let err = call_error.expect("checked above");
+            return Err(status_error(err, format!("writing to table {table}")).with_context("table", table));
+        }
+        let mut retry: Vec<(EntryMeta, RetryCause)> = Vec::new();
+        for (meta, status) in metas.into_iter().zip(outcome.statuses) {
+            match status {
+                Some(EntryStatus::Ok) => {
+                    report.rows += 1;
+                    report.bytes += meta.bytes as u64;
+                }
+                Some(EntryStatus::Failed { code, message }) => {
+                    let why = format!("Bigtable rejected the row: {}: {message}", code_name(code));
+                    if !is_retryable_code(code) {
+                        report.failed.push(failed(table, &meta, why));
+                    } else if meta.idempotent {
+                        retry.push((meta, RetryCause::Entry(why)));
+                    } else {
+                        report.failed.push(failed(
+                            table,
+                            &meta,
+                            format!("{why} (not retried: the row has AddToCell or server-time cells)"),
+                        ));
+                    }
+                }
+                None => {
+                    let err = call_error
+                        .as_ref()
+                        .expect("an entry without a status means the call failed");
+                    if meta.idempotent {
+                        retry.push((meta, RetryCause::Call));
+                    } else {
+                        report.failed.push(failed(
+                            table,
+                            &meta,
+                            format!(
+                                "the request failed ({:?}: {}) and the row has AddToCell or server-time \
+                                 cells, so it was not retried: it may or may not have been applied",
+                                err.code(),
+                                err.message()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        if retry.is_empty() {
+            return Ok(report);
+        }
+        let wait = policy
+            .backoff(attempt - 1)
+            .mul_f64(rand::rng().random_range(0.5..=1.0));
+        if attempt >= policy.max_attempts() || started.elapsed() + wait > policy.deadline() {
+            let why = if attempt >= policy.max_attempts() {
+                "attempts"
+            } else {
+                "deadline"
+            };
+            if let Some(err) = call_error.filter(|_| retry.iter().any(|(_, c)| matches!(c, RetryCause::Call)))
+            {
+                return Err(status_error(
+                    err,
+                    format!(
+                        "writing to table {table}: still failing after {attempt} attempts ({why} exhausted)"
+                    ),
+                )
+                .with_context("table", table)
+                .with_context("attempts", attempt.to_string())
+                .with_retryable(false));
+            }
+            for (meta, cause) in retry {
+                let RetryCause::Entry(reason) = cause else {
+                    continue;
+                };
+                report.failed.push(failed(
+                    table,
+                    &meta,
+                    format!("{reason} (still failing after {attempt} attempts; {why} exhausted)"),
+                ));
+            }
+            return Ok(report);
+        }
+        tracing::warn!(
+            table,
+            attempt,
+            entries = retry.len(),
+            wait_ms = wait.as_millis() as u64,
+            error = call_error.as_ref().map(|e| e.to_string()).unwrap_or_default(),
+            "retrying Bigtable entries"
+        );
+        tokio::time::sleep(wait).await;
+        attempt += 1;
+        (entries, metas) = reencode(retry.into_iter().map(|(meta, _)| meta).collect())?;
+    }
+}
+
+/// Encodes retried rows again from their source batches, grouped per source.
+fn reencode(metas: Vec<EntryMeta>) -> Result<(Vec<Entry>, Vec<EntryMeta>)> {
+    let mut entries = Vec::with_capacity(metas.len());
+    let mut kept = Vec::with_capacity(metas.len());
+    let mut start = 0;
+    while start < metas.len() {
+        let source = metas[start].source.clone();
+        let end = start
+            + metas[start..]
+                .iter()
+                .take_while(|m| Arc::ptr_eq(&m.source, &source))
+                .count();
+        let rows = metas[start..end].iter().map(|m| m.row);
+        let results = source.encoder.encode(&source.batch, rows, source.now_micros)?;
+        for (meta, result) in metas[start..end].iter().zip(results) {
+            match result {
+                RowResult::Encoded(encoded) => {
+                    entries.push(encoded.entry);
+                    kept.push(meta.clone());
+                }
+                _ => return Err(Error::internal("a row encoded once did not encode again")),
+            }
+        }
+        start = end;
+    }
+    Ok((entries, kept))
+}
+
+#[async_trait]
+impl Sink for BigtableSink {
+    async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        let mut state = self.state.lock().await;
+        self.write_batch(&mut state, batch).await
+    }
+
+    async fn flush(&mut self) -> Result<()> {
+        let mut state = self.state.lock().await;
+        self.flush_all(&mut state).await
+    }
+
+    async fn close(&mut self) -> Result<WriteResult> {
+        let mut state = self.state.lock().await;
+        if state.closed {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "the Bigtable sink is already closed",
+            ));
+        }
+        let flushed = self.flush_all(&mut state).await;
+        state.closed = true;
+        let result = std::mem::take(&mut state.result);
+        flushed.map(|_| result)
+    }
+}
+
+#[async_trait]
+impl PrepareDestination for BigtableSink {
+    async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        let client = self.client().await?;
+        let options = self.settings.table_options.as_ref();
+        let plan = client
+            .plan_table(destination, self.settings.disposition, options)
+            .await?;
+        if plan.action == PlannedAction::Fail {
+            return Ok(plan);
+        }
+        // The families the table will have: what it has, plus what the options add.
+        let mut families: FamilyTypes = options
+            .into_iter()
+            .flat_map(|o| o.column_families())
+            .map(|f| (f.name().to_string(), Ok(f.value_type())))
+            .collect();
+        if let Some(described) = client.describe_table(destination).await? {
+            for f in described.families {
+                families.insert(f.name, f.value_type.ok_or(f.value_type_text));
+            }
+        }
+        Ok(
+            match RowEncoder::new(schema, &self.settings.mapping, &families, destination) {
+                Ok(_) => plan,
+                Err(e) => DestinationPlan::failed(destination, &e),
+            },
+        )
+    }
+
+    async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        let (plan, prepared) = self.prepare_once(destination).await?;
+        prepared.encoder(schema, &self.settings.mapping, destination)?;
+        Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Mutex as StdMutex;
+
+    use arrow_array::{Int64Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    use gcloud_sdk::tonic::Status;
+    use outflow_core::TableTemplate;
+
+    use super::*;
+    use crate::mutation::{CellTimestamp, Column, ColumnMapping, RowKey};
+    use crate::options::ValueType;
+
+    const UNAVAILABLE: i32 = Code::Unavailable as i32;
+    const INTERNAL: i32 = Code::Internal as i32;
+
+    /// Rows `k0..kN`; column `v` goes to raw family `f`, column `n` to sum family `s`.
+    fn entries(n: usize, with_counter: &[usize]) -> Vec<(Entry, EntryMeta)> {
+        let keys: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
+        let counters: Vec<Option<i64>> = (0..n).map(|i| with_counter.contains(&i).then_some(1)).collect();
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Utf8, false),
+                Field::new("v", DataType::Utf8, true),
+                Field::new("n", DataType::Int64, true),
+            ])),
+            vec![
+                Arc::new(StringArray::from(keys.clone())),
+                Arc::new(StringArray::from(keys)),
+                Arc::new(Int64Array::from(counters)),
+            ],
+        )
+        .unwrap();
+        let mapping = RowMapping {
+            row_key: RowKey::field("id"),
+            columns: ColumnMapping::explicit([Column::new("v", "f"), Column::new("n", "s")]),
+            timestamp: CellTimestamp::WriteTime,
+            delete_marker: None,
+        };
+        let families: FamilyTypes =
+            [("f".into(), Ok(ValueType::Raw)), ("s".into(), Ok(ValueType::Sum))].into();
+        let encoder = Arc::new(RowEncoder::new(&batch.schema(), &mapping, &families, "t").unwrap());
+        let source = Arc::new(Source {
+            batch: batch.clone(),
+            encoder: encoder.clone(),
+            now_micros: 1_000,
+        });
+        encoder
+            .encode(&batch, 0..n, 1_000)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(row, r)| match r {
+                RowResult::Encoded(e) => (
+                    e.entry,
+                    EntryMeta {
+                        index: 100 + row as u64,
+                        row,
+                        source: source.clone(),
+                        idempotent: e.idempotent,
+                        bytes: e.bytes,
+                    },
+                ),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// One scripted answer: per-entry codes (None: no answer) and an optional call error.
+    type Answer = (Vec<Option<i32>>, Option<Status>);
+    /// Makes the answer to a call of that many entries.
+    type Script = Box<dyn FnMut(usize) -> Answer + Send>;
+
+    /// An in-process stand-in for MutateRows that answers from a script and records the
+    /// keys each attempt carried.
+    #[derive(Default)]
+    struct Fake {
+        script: StdMutex<VecDeque<Script>>,
+        calls: StdMutex<Vec<Vec<String>>>,
+    }
+
+    impl Fake {
+        fn then(self, answer: impl FnMut(usize) -> Answer + Send + 'static) -> Self {
+            self.script.lock().unwrap().push_back(Box::new(answer));
+            self
+        }
+
+        fn call(&self, batch: Vec<Entry>) -> CallOutcome {
+            self.calls.lock().unwrap().push(
+                batch
+                    .iter()
+                    .map(|e| String::from_utf8(e.row_key.clone()).unwrap())
+                    .collect(),
+            );
+            let mut answer = self
+                .script
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| Box::new(|n| (vec![Some(0); n], None)));
+            let (codes, error) = answer(batch.len());
+            CallOutcome {
+                statuses: codes
+                    .into_iter()
+                    .map(|c| {
+                        c.map(|code| match code {
+                            0 => EntryStatus::Ok,
+                            code => EntryStatus::Failed {
+                                code,
+                                message: "scripted".into(),
+                            },
+                        })
+                    })
+                    .collect(),
+                error,
+            }
+        }
+
+        fn calls(&self) -> Vec<Vec<String>> {
+            self.calls.lock().unwrap().clone()
+        }
+    }
+
+    fn fast(attempts: u32) -> RetryPolicy {
+        RetryPolicy::builder()
+            .initial_backoff(Duration::from_millis(1))
+            .max_backoff(Duration::from_millis(2))
+            .max_attempts(attempts)
+            .build()
+            .unwrap()
+    }
+
+    async fn run(fake: &Fake, items: Vec<(Entry, EntryMeta)>, policy: RetryPolicy) -> Result<RequestReport> {
+        send_with_retries("t", items, &policy, |batch| {
+            let outcome = fake.call(batch);
+            async move { outcome }
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn retryable_entry_failures_are_retried_for_idempotent_rows_only() {
+        // k1 is idempotent, k2 has an AddToCell; both come back UNAVAILABLE once.
+        let fake = Fake::default().then(|_| (vec![Some(0), Some(UNAVAILABLE), Some(UNAVAILABLE)], None));
+        let report = run(&fake, entries(3, &[2]), fast(5)).await.unwrap();
+        assert_eq!(fake.calls(), vec![vec!["k0", "k1", "k2"], vec!["k1"]]);
+        assert_eq!(report.rows, 2);
+        assert_eq!(report.failed.len(), 1);
+        let f = &report.failed[0];
+        assert_eq!(f.index, Some(102));
+        assert_eq!(f.destination, "t");
+        assert!(
+            f.reason
+                .starts_with("row 102: Bigtable rejected the row: Unavailable"),
+            "{}",
+            f.reason
+        );
+        assert!(f.reason.contains("not retried"), "{}", f.reason);
+        assert_eq!(f.record.as_ref().unwrap()["id"], "k2");
+    }
+
+    #[tokio::test]
+    async fn permanent_entry_failures_are_reported_and_the_rest_written() {
+        let fake = Fake::default().then(|_| (vec![Some(0), Some(INTERNAL), Some(0)], None));
+        let report = run(&fake, entries(3, &[]), fast(5)).await.unwrap();
+        assert_eq!(fake.calls().len(), 1);
+        assert_eq!(report.rows, 2);
+        assert_eq!(report.failed.len(), 1);
+        assert!(
+            report.failed[0].reason.contains("Internal: scripted"),
+            "{}",
+            report.failed[0].reason
+        );
+    }
+
+    #[tokio::test]
+    async fn a_transient_call_failure_retries_idempotent_rows_and_reports_the_others() {
+        // The connection drops after k0 was answered: k1 is resent, k2 (AddToCell) may or
+        // may not have been applied, so it is reported, not resent.
+        let fake = Fake::default().then(|_| {
+            (
+                vec![Some(0), None, None],
+                Some(Status::from_error(Box::new(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "connection reset",
+                )))),
+            )
+        });
+        let report = run(&fake, entries(3, &[2]), fast(5)).await.unwrap();
+        assert_eq!(fake.calls(), vec![vec!["k0", "k1", "k2"], vec!["k1"]]);
+        assert_eq!(report.rows, 2);
+        assert_eq!(report.failed.len(), 1);
+        assert!(
+            report.failed[0]
+                .reason
+                .contains("may or may not have been applied"),
+            "{}",
+            report.failed[0].reason
+        );
+    }
+
+    #[tokio::test]
+    async fn a_permanent_call_failure_fails_the_request() {
+        let fake =
+            Fake::default().then(|n| (vec![None; n], Some(Status::not_found("table \"t\" not found"))));
+        let err = run(&fake, entries(2, &[]), fast(5)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+        assert_eq!(err.context_value("table"), Some("t"));
+        assert_eq!(fake.calls().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn retries_stop_at_the_policy() {
+        let always = |n: usize| (vec![Some(UNAVAILABLE); n], None);
+        let fake = Fake::default().then(always).then(always).then(always);
+        let report = run(&fake, entries(2, &[]), fast(3)).await.unwrap();
+        assert_eq!(fake.calls().len(), 3);
+        assert_eq!(report.rows, 0);
+        assert_eq!(report.failed.len(), 2);
+        assert!(
+            report.failed[0]
+                .reason
+                .contains("still failing after 3 attempts; attempts exhausted"),
+            "{}",
+            report.failed[0].reason
+        );
+
+        let down = |n: usize| (vec![None; n], Some(Status::unavailable("tcp connect error")));
+        let fake = Fake::default().then(down).then(down);
+        let err = run(&fake, entries(2, &[]), fast(2)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Transient);
+        assert!(!err.is_retryable());
+        assert!(
+            err.to_string().contains("still failing after 2 attempts"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn retried_entries_are_encoded_again_identically() {
+        let original = entries(2, &[]);
+        let expected: Vec<Entry> = original.iter().map(|(e, _)| e.clone()).collect();
+        let (_, metas): (Vec<Entry>, Vec<EntryMeta>) = original.into_iter().unzip();
+        let (again, kept) = reencode(metas).unwrap();
+        assert_eq!(again, expected);
+        assert_eq!(kept.len(), 2);
+    }
+
+    #[test]
+    fn rows_are_routed_by_template_keeping_their_positions() {
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("region", DataType::Utf8, false)])),
+            vec![Arc::new(StringArray::from(vec!["eu", "us", "eu", "ap"]))],
+        )
+        .unwrap();
+        let template = Destination::Template(TableTemplate::parse("events_{region}").unwrap());
+        assert_eq!(
+            route(&template, &batch).unwrap(),
+            vec![
+                ("events_eu".to_string(), vec![0, 2]),
+                ("events_us".to_string(), vec![1]),
+                ("events_ap".to_string(), vec![3]),
+            ]
+        );
+        assert_eq!(
+            route(&Destination::Table("t".into()), &batch).unwrap(),
+            vec![("t".to_string(), vec![0, 1, 2, 3])]
+        );
+    }
+
+    #[test]
+    fn write_time_is_in_whole_milliseconds() {
+        assert_eq!(write_time_micros() % 1000, 0);
+    }
+}

@@ -1,0 +1,133 @@
+//! `outflow run` with the Bigtable sink and `outflow bigtable ensure-table`, against
+//! Google's emulator the test script starts, read back with Google's Python client.
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use outflow_testkit::bigtable::{emulator_host, python_read};
+use outflow_testkit::unique_name;
+use predicates::prelude::*;
+use predicates::str::contains;
+
+const PROJECT: &str = "outflow-cli";
+const INSTANCE: &str = "cli";
+
+fn outflow() -> assert_cmd::Command {
+    let mut cmd = cargo_bin_cmd!("outflow");
+    cmd.env_remove("OUTFLOW_LOG").env("NO_COLOR", "1");
+    cmd
+}
+
+#[test]
+fn a_job_loads_csv_rows_into_bigtable() {
+    let host = emulator_host();
+    let table = unique_name("trips");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("in.csv"),
+        "id,city,rides\n1,Lisbon,3\n2,Porto,5\n",
+    )
+    .unwrap();
+    let job = format!(
+        "source:\n  path: in.csv\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}}, {{name: rides, type: long}} ] }}\n\
+         sink:\n  bigtable:\n    project: {PROJECT}\n    instance: {INSTANCE}\n    table: {table}\n\
+         \x20   endpoint: {host}\n\
+         \x20   table_options: {{ column_families: [ {{name: info, gc_rule: {{max_versions: 1}}}}, {{name: stats, type: {{aggregate: sum}}}} ] }}\n\
+         \x20   row_key: {{ fields: [id] }}\n\
+         \x20   columns: {{ explicit: [ {{field: city, family: info}}, {{field: rides, family: stats}} ] }}\n"
+    );
+    std::fs::write(dir.path().join("job.yaml"), job).unwrap();
+    outflow()
+        .arg("run")
+        .arg(dir.path().join("job.yaml"))
+        .assert()
+        .success()
+        .stdout(contains("2"));
+    let read = python_read(&host, PROJECT, INSTANCE, &table);
+    assert_eq!(read["families"]["stats"]["value_type"], "sum");
+    assert_eq!(
+        read["families"]["info"]["gc_rule"],
+        serde_json::json!({"max_versions": 1})
+    );
+    let rows = read["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let city = &rows[0]["cells"]["info"]["city"][0]["value_hex"];
+    assert_eq!(city, &serde_json::json!(hex("Lisbon")));
+    // A second run adds to the sum family: 3 + 3.
+    outflow()
+        .arg("run")
+        .arg(dir.path().join("job.yaml"))
+        .arg("--quiet")
+        .assert()
+        .success();
+    let read = python_read(&host, PROJECT, INSTANCE, &table);
+    let rides = read["rows"][0]["cells"]["stats"]["rides"][0]["value_hex"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(i64::from_str_radix(&rides, 16).unwrap(), 6);
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn ensure_table_creates_then_adds_only_missing_families() {
+    let host = emulator_host();
+    let table = unique_name("events");
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = dir.path().join("v1.yaml");
+    std::fs::write(
+        &v1,
+        "column_families:\n  - {name: cf, gc_rule: {max_versions: 3}}\n",
+    )
+    .unwrap();
+    let v2 = dir.path().join("v2.yaml");
+    std::fs::write(
+        &v2,
+        "column_families:\n  - {name: cf, gc_rule: {max_versions: 1}}\n  - {name: clicks, type: {aggregate: sum}}\n",
+    )
+    .unwrap();
+    let base = |options: &std::path::Path| {
+        let mut cmd = outflow();
+        cmd.args([
+            "bigtable",
+            "ensure-table",
+            "--project",
+            PROJECT,
+            "--instance",
+            INSTANCE,
+        ])
+        .args(["--table", &table, "--endpoint", &host])
+        .arg("--options")
+        .arg(options);
+        cmd
+    };
+    base(&v1)
+        .assert()
+        .success()
+        .stdout(contains("created").and(contains("cf")));
+    base(&v2)
+        .arg("--dry-run")
+        .assert()
+        .success()
+        .stdout(contains("would be updated").and(contains("clicks")));
+    base(&v2)
+        .assert()
+        .success()
+        .stdout(contains("updated").and(contains("clicks")));
+    let read = python_read(&host, PROJECT, INSTANCE, &table);
+    // The existing family's GC rule is left as it was.
+    assert_eq!(
+        read["families"]["cf"]["gc_rule"],
+        serde_json::json!({"max_versions": 3})
+    );
+    assert_eq!(read["families"]["clicks"]["value_type"], "sum");
+    base(&v2).assert().success().stdout(contains("unchanged"));
+    // Declaring an existing raw family as an aggregate is refused, naming it.
+    let v3 = dir.path().join("v3.yaml");
+    std::fs::write(&v3, "column_families:\n  - {name: cf, type: {aggregate: max}}\n").unwrap();
+    base(&v3).assert().code(1).stdout(contains("cf"));
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "column_families: []\n").unwrap();
+    base(&bad).assert().code(2).stderr(contains("column_families"));
+}

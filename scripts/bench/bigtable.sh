@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Benchmark: 1 million rows of 5 columns written into Google's Bigtable emulator through
+# Outflow (release build of crates/outflow-bigtable/examples/bigtable_bench.rs), Google's
+# Python client (MutationsBatcher, scripts/bench/bigtable_python.py) and Google's Go client
+# (ApplyBulk, scripts/bench/bigtable-go).
+#
+#   scripts/bench/bigtable.sh            # ROWS=1000000 by default
+#   ROWS=100000 RUNS=3 WRITERS="outflow go" scripts/bench/bigtable.sh
+#
+# Each writer gets a fresh emulator of its own (it keeps everything in memory, so a used one
+# would be bigger and slower) on a free loopback port, and a table with family `cf`. For each
+# writer it prints the rows per second (rows over the writer's own timed loop), the writer's
+# peak RSS and CPU time (/usr/bin/time -v), and the emulator's CPU time over the run (from
+# /proc), then the ratios. Results also go to .cache/bench/bigtable-results.md. Every
+# emulator is stopped by its PID on exit.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CACHE="$REPO/.cache"
+BENCH="$CACHE/bench"
+RUN="$BENCH/bigtable-run"
+ROWS="${ROWS:-1000000}"
+RUNS="${RUNS:-1}"
+WRITERS="${WRITERS:-outflow python go}"
+PROJECT=bench
+INSTANCE=bench
+TABLE=bench
+TARGET="${CARGO_TARGET_DIR:-$REPO/target}"
+CLK_TCK="$(getconf CLK_TCK)"
+
+die() { echo "bigtable.sh: $*" >&2; exit 1; }
+log() { echo "bigtable.sh: $*" >&2; }
+
+mkdir -p "$RUN"
+command -v cbt >/dev/null || die "cbt not found (Debian package google-cloud-cli-cbt)"
+[[ -x /usr/bin/time ]] || die "/usr/bin/time not found (Debian package time)"
+EMULATOR="$(dpkg -L google-cloud-cli-bigtable-emulator 2>/dev/null | grep 'cbtemulator$' | head -n 1 || true)"
+[[ -x "$EMULATOR" ]] || die "cbtemulator not found (Debian package google-cloud-cli-bigtable-emulator)"
+
+# ---------------------------------------------------------------- the three writers
+log "building the Outflow writer (release)"
+(cd "$REPO" && cargo build --quiet --release -p outflow-bigtable --example bigtable_bench)
+OUTFLOW_BIN="$TARGET/release/examples/bigtable_bench"
+
+log "building the Go writer"
+export GOPATH="$CACHE/go" GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOFLAGS=-mod=mod
+(cd "$REPO/scripts/bench/bigtable-go" && go build -o "$BENCH/bigtable-go" .)
+GO_BIN="$BENCH/bigtable-go"
+
+log "installing the Python client"
+"$REPO/scripts/setup/readers.sh" >/dev/null
+PYTHON="$CACHE/venv-readers/bin/python"
+"$PYTHON" -c 'import google.cloud.bigtable' || die "google-cloud-bigtable is missing from $CACHE/venv-readers"
+
+# ---------------------------------------------------------------- a private emulator
+EMULATOR_PID=""
+EMULATOR_PORT=""
+
+port_answers() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+start_emulator() {
+    local port i
+    for i in $(seq 1 20); do
+        port=$((20000 + RANDOM % 40000))
+        port_answers "$port" && continue
+        setsid "$EMULATOR" -host 127.0.0.1 -port "$port" </dev/null >"$RUN/emulator.log" 2>&1 &
+        EMULATOR_PID=$!
+        for _ in $(seq 1 300); do
+            if port_answers "$port"; then
+                EMULATOR_PORT=$port
+                return 0
+            fi
+            kill -0 "$EMULATOR_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        stop_emulator
+    done
+    die "could not start cbtemulator"
+}
+
+stop_emulator() {
+    [[ -n "$EMULATOR_PID" ]] || return 0
+    kill -TERM -- "-$EMULATOR_PID" 2>/dev/null || kill -TERM "$EMULATOR_PID" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        kill -0 "$EMULATOR_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL -- "-$EMULATOR_PID" 2>/dev/null || true
+    wait "$EMULATOR_PID" 2>/dev/null || true
+    EMULATOR_PID=""
+}
+trap stop_emulator EXIT
+
+# utime + stime of a process, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# ---------------------------------------------------------------- runs
+RESULTS="$RUN/results.tsv"
+: >"$RESULTS"
+
+run_writer() {
+    local writer="$1" run="$2" before after seconds rss user sys count
+    start_emulator
+    export BIGTABLE_EMULATOR_HOST="127.0.0.1:$EMULATOR_PORT"
+    cbt -project "$PROJECT" -instance "$INSTANCE" createtable "$TABLE" 2>/dev/null
+    cbt -project "$PROJECT" -instance "$INSTANCE" createfamily "$TABLE" cf 2>/dev/null
+    local cmd
+    case "$writer" in
+        outflow) cmd=("$OUTFLOW_BIN" --project "$PROJECT" --instance "$INSTANCE" --table "$TABLE" --rows "$ROWS") ;;
+        python) cmd=("$PYTHON" "$REPO/scripts/bench/bigtable_python.py" --project "$PROJECT" --instance "$INSTANCE" --table "$TABLE" --rows "$ROWS") ;;
+        go) cmd=("$GO_BIN" -project "$PROJECT" -instance "$INSTANCE" -table "$TABLE" -rows "$ROWS") ;;
+    esac
+    log "run $run: $writer"
+    before="$(cpu_ticks "$EMULATOR_PID")"
+    /usr/bin/time -v -o "$RUN/$writer.time" "${cmd[@]}" >"$RUN/$writer.json"
+    after="$(cpu_ticks "$EMULATOR_PID")"
+    count="$(cbt -project "$PROJECT" -instance "$INSTANCE" count "$TABLE" 2>/dev/null | tr -d '[:space:]')"
+    stop_emulator
+    [[ "$count" == "$ROWS" ]] || die "$writer: the table holds $count rows, not $ROWS"
+    seconds="$(sed -E 's/.*"seconds": ?([0-9.]+).*/\1/' "$RUN/$writer.json")"
+    rss="$(awk -F': ' '/Maximum resident set size/ {print $2}' "$RUN/$writer.time")"
+    user="$(awk -F': ' '/User time/ {print $2}' "$RUN/$writer.time")"
+    sys="$(awk -F': ' '/System time/ {print $2}' "$RUN/$writer.time")"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$writer" "$run" "$seconds" "$rss" "$user" "$sys" \
+        "$(awk -v t="$((after - before))" -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", t / hz}')" >>"$RESULTS"
+}
+
+for run in $(seq 1 "$RUNS"); do
+    for writer in $WRITERS; do
+        run_writer "$writer" "$run"
+    done
+done
+
+# ---------------------------------------------------------------- report
+REPORT="$BENCH/bigtable-results.md"
+awk -F'\t' -v rows="$ROWS" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
+    {
+        rate = rows / $3
+        printf "| %s | %s | %.2f | %.0f | %.0f | %.2f | %.2f | %.0f%% |\n", $1, $2, $3, rate, $4 / 1024, $5 + $6, $7, 100 * $7 / $3
+        if (!($1 in best) || rate > best[$1]) best[$1] = rate
+    }
+    END {
+        printf "\nBest rows/s:"
+        for (w in best) printf " %s %.0f", w, best[w]
+        printf "\n"
+        if (best["go"] > 0) printf "Outflow / Go: %.2fx\n", best["outflow"] / best["go"]
+        if (best["python"] > 0) printf "Outflow / Python: %.2fx\n", best["outflow"] / best["python"]
+        printf "(%d rows x 5 columns; load average before the report: %s)\n", rows, load
+    }
+' "$RESULTS" >"$RUN/body.md"
+{
+    echo "| writer | run | seconds | rows/s | writer peak RSS (MiB) | writer CPU (s) | emulator CPU (s) | emulator CPU / writer seconds |"
+    echo "|---|---|---|---|---|---|---|---|"
+    cat "$RUN/body.md"
+} | tee "$REPORT"
