@@ -7,10 +7,13 @@
 //! - [`catalog`]: SQL-on-SQLite (the embedded default), in-memory and REST catalogs, and the
 //!   atomic commit path Outflow uses on each.
 //! - [`commit`]: snapshots with idempotent commit ids, overwrite, schema commits.
+//! - [`add_files`]: [`AddFiles`] registers existing Parquet files into a table, evolving its
+//!   schema, with metrics and partition values from their footers.
 #![deny(missing_docs)]
 
 mod error;
 
+pub mod add_files;
 pub mod catalog;
 pub mod commit;
 pub mod convert;
@@ -18,6 +21,7 @@ pub mod options;
 pub mod partition;
 pub mod sink;
 
+pub use add_files::{AddFiles, AddFilesOptions, AddFilesResult};
 pub use catalog::{CatalogConfig, IcebergCatalog};
 pub use options::{IcebergSinkOptions, IcebergSinkOptionsBuilder};
 pub use partition::{PartitionField, SortField};

@@ -16,6 +16,7 @@
 pub mod bigquery;
 pub mod bigtable;
 pub mod check;
+pub mod iceberg;
 pub mod plan;
 pub mod run;
 
@@ -64,6 +65,9 @@ pub enum Command {
     /// sink would receive, and the rows; finds bad rows before a run does.
     #[command(after_help = check::AFTER_HELP)]
     Check(check::CheckArgs),
+    /// Iceberg tables: register existing Parquet files (`outflow iceberg add-files`).
+    #[command(subcommand)]
+    Iceberg(iceberg::IcebergCommand),
     /// BigQuery tables: create or evolve one from a schema file (`outflow bigquery
     /// ensure-table`).
     #[command(subcommand, name = "bigquery")]
@@ -81,6 +85,7 @@ impl Command {
             Command::Run(args) => run::execute(args).await,
             Command::Plan(args) => plan::execute(args).await,
             Command::Check(args) => check::execute(args).await,
+            Command::Iceberg(command) => command.execute().await,
             Command::BigQuery(command) => command.execute().await,
             Command::Bigtable(command) => command.execute().await,
         }

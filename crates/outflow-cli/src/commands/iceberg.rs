@@ -1,0 +1,432 @@
+//! `outflow iceberg ...`: Iceberg's own subcommands. `add-files` registers existing Parquet
+//! files into a table with Outflow's AddFiles (see `docs/iceberg-add-files.md`).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use outflow_core::{
+    CreateDisposition, Error, IncompatibleSchemaHandling, Result, SchemaEvolutionConfig,
+    SchemaEvolutionOption, UnverifiableFileHandling,
+};
+use outflow_iceberg::CatalogConfig;
+use outflow_iceberg::add_files::{AddFiles, AddFilesOptions, AddFilesResult, BatchWindow};
+use serde_json::json;
+
+use crate::exit::ExitStatus;
+
+/// Examples for `outflow iceberg add-files --help`.
+pub const ADD_FILES_HELP: &str = "\
+Examples:
+  outflow iceberg add-files --catalog-uri ./lake/catalog.db --warehouse ./lake/warehouse \\
+      --table db.events --allow field-addition,type-promotion data/*.parquet
+  find /data/events -name '*.parquet' | outflow iceberg add-files --catalog-uri ./lake/catalog.db \\
+      --warehouse ./lake/warehouse --table db.events --partition-field 'day(ts)' \\
+      --location-prefix /data/events -
+  outflow iceberg add-files ... --dry-run        what would change, committing nothing
+  outflow iceberg add-files ... --json           one JSON document on stdout
+
+Exit codes: 0 every file registered or skipped (already in the table, given twice) and,
+under --on-incompatible route-to-errors, incompatible files listed; 1 a file could not be
+read or partitioned, or the run failed (catalog, commit); 2 usage; 3 files were
+incompatible under --on-incompatible fail (the default): nothing of their window was
+committed, and every one is listed.";
+
+/// Footers read at once when `--concurrency` is not given.
+const DEFAULT_CONCURRENCY: usize = 32;
+/// Inputs from which a progress bar is worth drawing.
+const PROGRESS_FROM: usize = 100;
+
+/// Iceberg subcommands.
+#[derive(Debug, Subcommand)]
+pub enum IcebergCommand {
+    /// Register existing Parquet files into an Iceberg table (reading only their footers),
+    /// evolving its schema as allowed; creates the table when missing.
+    #[command(name = "add-files", after_help = ADD_FILES_HELP)]
+    AddFiles(Box<AddFilesArgs>),
+}
+
+impl IcebergCommand {
+    /// Runs the subcommand.
+    pub async fn execute(self) -> ExitStatus {
+        match self {
+            IcebergCommand::AddFiles(args) => execute_add_files(*args).await,
+        }
+    }
+}
+
+/// Arguments of `outflow iceberg add-files`.
+#[derive(Debug, Args)]
+pub struct AddFilesArgs {
+    /// The catalog: a SQLite file (a path or `sqlite:///abs/catalog.db`, created if absent)
+    /// or a REST catalog's `http(s)://` URI.
+    #[arg(long, value_name = "URI")]
+    pub catalog_uri: String,
+    /// Where new tables go (a directory or `file://` URL; required for SQLite), or the
+    /// warehouse to ask a REST catalog for.
+    #[arg(long, value_name = "DIR")]
+    pub warehouse: Option<String>,
+    /// The catalog's name; other readers of the catalog must use the same.
+    #[arg(long, value_name = "NAME", default_value = "outflow")]
+    pub catalog_name: String,
+    /// The table.
+    #[arg(long, value_name = "NAMESPACE.TABLE")]
+    pub table: String,
+    /// Schema changes allowed, comma-separated: field-addition, field-relaxation,
+    /// type-promotion. None: files must fit the table as it is.
+    #[arg(long, value_name = "CHANGES", value_delimiter = ',')]
+    pub allow: Vec<String>,
+    /// A column that must stay required and hold no nulls (dotted path; repeatable).
+    #[arg(long = "required-column", value_name = "PATH")]
+    pub required_columns: Vec<String>,
+    /// What incompatible files do: fail (commit nothing, list them all) or route-to-errors
+    /// (commit the others).
+    #[arg(long, value_name = "fail|route-to-errors")]
+    pub on_incompatible: Option<String>,
+    /// Files whose statistics cannot prove what a rule needs: reject or accept.
+    #[arg(long, value_name = "reject|accept")]
+    pub unverifiable: Option<String>,
+    /// Whether a missing table may be created (from the union of the files' schemas).
+    #[arg(
+        long,
+        value_name = "create-if-needed|create-never",
+        default_value = "create-if-needed"
+    )]
+    pub create_disposition: String,
+    /// A partition field of a table this creates: `region`, `day(ts)`, `bucket(16, id)`,
+    /// `truncate(4, name)`, optionally `as NAME` (repeatable).
+    #[arg(long = "partition-field", value_name = "EXPR")]
+    pub partition_fields: Vec<String>,
+    /// A sort field of a table this creates: `id desc nulls last` (repeatable).
+    #[arg(long = "sort-field", value_name = "EXPR")]
+    pub sort_fields: Vec<String>,
+    /// A property of a table this creates (repeatable).
+    #[arg(long = "table-property", value_name = "KEY=VALUE")]
+    pub table_properties: Vec<String>,
+    /// Where Hive-style partition directories start (`PREFIX/region=eu/ts_day=2026-11-29/f.parquet`);
+    /// without it, partition values come from footer statistics.
+    #[arg(long, value_name = "PATH")]
+    pub location_prefix: Option<String>,
+    /// Plan and commit per window of this many files (default: all files at once).
+    #[arg(long, value_name = "N")]
+    pub window: Option<usize>,
+    /// At most this many files per manifest (default: one manifest per snapshot).
+    #[arg(long, value_name = "N")]
+    pub files_per_manifest: Option<usize>,
+    /// Footers read at once.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CONCURRENCY)]
+    pub concurrency: usize,
+    /// Plan and check everything, commit nothing; reports each schema's changes and files.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Show no progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Parquet files (paths or `file://` URLs); `-` reads more, one per line, from stdin.
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<String>,
+}
+
+/// Runs `outflow iceberg add-files`.
+pub async fn execute_add_files(args: AddFilesArgs) -> ExitStatus {
+    let json = args.json;
+    match add_files(args).await {
+        Ok((result, status)) => {
+            if json {
+                let mut doc = serde_json::to_value(&result).expect("the result serializes");
+                doc["status"] = json!(status.as_str());
+                doc["exit_code"] = json!(status.code());
+                println!("{doc}");
+            } else {
+                print!("{}", result.render());
+            }
+            status
+        }
+        Err(err) => {
+            let status = ExitStatus::of(&err);
+            eprintln!("error: {err}");
+            if json {
+                println!(
+                    "{}",
+                    json!({"status": status.as_str(), "exit_code": status.code(), "error": err.to_string()})
+                );
+            }
+            status
+        }
+    }
+}
+
+async fn add_files(args: AddFilesArgs) -> Result<(AddFilesResult, ExitStatus)> {
+    let options = options(&args)?;
+    let files = inputs(&args.files)?;
+    let bar = progress_bar(files.len(), args.quiet);
+    let reporter = bar.clone();
+    let adder = AddFiles::connect(options).await?.on_progress(move |p| {
+        reporter.set_length(p.total as u64);
+        reporter.set_position(p.read as u64);
+    });
+    let result = adder.run(&files).await;
+    bar.finish_and_clear();
+    let result = result?;
+    let status = if result.rejected {
+        ExitStatus::Rejected
+    } else if result.is_clean() {
+        ExitStatus::Ok
+    } else {
+        ExitStatus::Failed
+    };
+    Ok((result, status))
+}
+
+/// The paths given, with `-` replaced by the lines of stdin.
+fn inputs(given: &[String]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for item in given {
+        if item == "-" {
+            for line in std::io::stdin().lock().lines() {
+                let line =
+                    line.map_err(|e| Error::invalid_input(format!("reading file names from stdin: {e}")))?;
+                let line = line.trim();
+                if !line.is_empty() {
+                    out.push(line.to_string());
+                }
+            }
+        } else {
+            out.push(item.clone());
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::invalid_config("files", "no file was given"));
+    }
+    Ok(out)
+}
+
+fn catalog(args: &AddFilesArgs) -> Result<CatalogConfig> {
+    let uri = args.catalog_uri.trim();
+    if uri.starts_with("http://") || uri.starts_with("https://") {
+        return Ok(CatalogConfig::Rest {
+            uri: uri.to_string(),
+            warehouse: args.warehouse.clone(),
+            name: args.catalog_name.clone(),
+            properties: BTreeMap::new(),
+        });
+    }
+    let warehouse = args
+        .warehouse
+        .clone()
+        .ok_or_else(|| Error::invalid_config("--warehouse", "is required with a SQLite catalog"))?;
+    Ok(CatalogConfig::Sql {
+        uri: uri.to_string(),
+        warehouse,
+        name: args.catalog_name.clone(),
+        properties: BTreeMap::new(),
+    })
+}
+
+fn evolution(args: &AddFilesArgs) -> Result<SchemaEvolutionConfig> {
+    let mut builder = SchemaEvolutionConfig::builder();
+    for name in args.allow.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        let option: SchemaEvolutionOption = name
+            .parse()
+            .map_err(|e: Error| Error::invalid_config("--allow", e.message()))?;
+        builder = builder.allow(option);
+    }
+    builder = builder.required_columns(args.required_columns.iter().cloned());
+    if let Some(handling) = &args.on_incompatible {
+        let handling: IncompatibleSchemaHandling = handling
+            .parse()
+            .map_err(|e: Error| Error::invalid_config("--on-incompatible", e.message()))?;
+        builder = builder.on_incompatible(handling);
+    }
+    if let Some(handling) = &args.unverifiable {
+        let handling: UnverifiableFileHandling = handling
+            .parse()
+            .map_err(|e: Error| Error::invalid_config("--unverifiable", e.message()))?;
+        builder = builder.on_unverifiable(handling);
+    }
+    if args.dry_run {
+        builder = builder.dry_run(true);
+    }
+    // A dry run, pinned columns or a handling without --allow mean "no evolution, but
+    // check and report": the configuration's rule that such settings need an option is
+    // about job files, where they would silently do nothing.
+    if args.allow.is_empty()
+        && (args.dry_run
+            || !args.required_columns.is_empty()
+            || args.on_incompatible.is_some()
+            || args.unverifiable.is_some())
+    {
+        return Err(Error::invalid_config(
+            "--allow",
+            "--dry-run, --required-column, --on-incompatible and --unverifiable need at least one --allow change \
+             (without one, files must fit the table as it is and there is nothing to plan)",
+        ));
+    }
+    builder.build()
+}
+
+fn options(args: &AddFilesArgs) -> Result<AddFilesOptions> {
+    let disposition: CreateDisposition = args
+        .create_disposition
+        .parse()
+        .map_err(|e: Error| Error::invalid_config("--create-disposition", e.message()))?;
+    let mut builder = AddFilesOptions::builder()
+        .catalog(catalog(args)?)
+        .table(args.table.clone())
+        .create_disposition(disposition)
+        .schema_evolution(evolution(args)?)
+        .max_concurrent_reads(args.concurrency);
+    for field in &args.partition_fields {
+        builder = builder.partition_field(field.clone());
+    }
+    for field in &args.sort_fields {
+        builder = builder.sort_field(field.clone());
+    }
+    for property in &args.table_properties {
+        let (key, value) = property
+            .split_once('=')
+            .filter(|(k, _)| !k.trim().is_empty())
+            .ok_or_else(|| {
+                Error::invalid_config("--table-property", format!("{property:?} is not KEY=VALUE"))
+            })?;
+        builder = builder.table_property(key.trim(), value);
+    }
+    if let Some(prefix) = &args.location_prefix {
+        builder = builder.location_prefix(prefix.clone());
+    }
+    if let Some(n) = args.window {
+        builder = builder.window(BatchWindow::Files(n));
+    }
+    if let Some(n) = args.files_per_manifest {
+        builder = builder.files_per_manifest(n);
+    }
+    builder.build()
+}
+
+/// A bar counting footers read, drawn on stderr for long inputs when it is a terminal.
+fn progress_bar(files: usize, quiet: bool) -> ProgressBar {
+    let visible = !quiet && files >= PROGRESS_FROM && std::io::stderr().is_terminal();
+    let target = if visible {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let bar = ProgressBar::with_draw_target(Some(files as u64), target);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} reading footers [{wide_bar}] {pos}/{len} ({eta})")
+            .expect("the template is valid")
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: IcebergCommand,
+    }
+
+    fn parse(args: &[&str]) -> AddFilesArgs {
+        let mut all = vec!["iceberg", "add-files"];
+        all.extend_from_slice(args);
+        let IcebergCommand::AddFiles(args) = Cli::try_parse_from(all).unwrap().command;
+        *args
+    }
+
+    #[test]
+    fn flags_build_the_options() {
+        let args = parse(&[
+            "--catalog-uri",
+            "sqlite:///tmp/c.db",
+            "--warehouse",
+            "/tmp/wh",
+            "--table",
+            "db.t",
+            "--allow",
+            "field-addition,type-promotion",
+            "--required-column",
+            "id",
+            "--on-incompatible",
+            "route-to-errors",
+            "--unverifiable",
+            "accept",
+            "--partition-field",
+            "day(ts)",
+            "--partition-field",
+            "bucket(16,id)",
+            "--location-prefix",
+            "/data",
+            "--window",
+            "100",
+            "--dry-run",
+            "a.parquet",
+            "b.parquet",
+        ]);
+        let o = options(&args).unwrap();
+        let e = &o.schema_evolution;
+        assert!(
+            e.allows(SchemaEvolutionOption::AllowFieldAddition)
+                && e.allows(SchemaEvolutionOption::AllowTypePromotion)
+        );
+        assert_eq!(e.required_columns(), ["id"]);
+        assert_eq!(e.on_incompatible(), IncompatibleSchemaHandling::RouteToErrors);
+        assert_eq!(e.on_unverifiable(), UnverifiableFileHandling::Accept);
+        assert!(e.dry_run());
+        assert_eq!(o.partition_fields.len(), 2);
+        assert_eq!(o.window, BatchWindow::Files(100));
+        assert_eq!(o.location_prefix.as_deref(), Some("/data"));
+        assert!(matches!(o.catalog, CatalogConfig::Sql { .. }));
+        let rest = parse(&[
+            "--catalog-uri",
+            "http://127.0.0.1:8181",
+            "--table",
+            "db.t",
+            "x.parquet",
+        ]);
+        assert!(matches!(
+            options(&rest).unwrap().catalog,
+            CatalogConfig::Rest { .. }
+        ));
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors_naming_the_flag() {
+        let field = |args: &[&str]| {
+            let err = options(&parse(args)).unwrap_err();
+            assert_eq!(ExitStatus::of(&err), ExitStatus::Usage);
+            err.context_value("field").map(str::to_string)
+        };
+        let base = ["--catalog-uri", "c.db", "--warehouse", "wh", "--table", "db.t"];
+        let with = |extra: &[&'static str]| [&base[..], extra, &["f.parquet"]].concat();
+        assert_eq!(field(&with(&["--allow", "teleport"])).as_deref(), Some("--allow"));
+        assert_eq!(
+            field(&with(&["--on-incompatible", "explode"])).as_deref(),
+            Some("--on-incompatible")
+        );
+        assert_eq!(field(&with(&["--dry-run"])).as_deref(), Some("--allow"));
+        assert_eq!(
+            field(&with(&["--create-disposition", "maybe"])).as_deref(),
+            Some("--create-disposition")
+        );
+        assert_eq!(
+            field(&with(&["--table-property", "novalue"])).as_deref(),
+            Some("--table-property")
+        );
+        assert_eq!(
+            field(&["--catalog-uri", "c.db", "--table", "db.t", "f.parquet"]).as_deref(),
+            Some("--warehouse")
+        );
+    }
+}

@@ -1,0 +1,413 @@
+//! Reading Parquet footers, and only footers, many at a time.
+//!
+//! A footer is the last bytes of a file: the Thrift-encoded metadata, its length and the
+//! `PAR1` magic. AddFiles reads the file's tail once (64 KiB, which holds the whole footer of
+//! most files) and a second time only when the footer is longer. Local files are read with
+//! plain file I/O on tokio's blocking pool, where decoding also runs, so that footers decode
+//! in parallel; other URLs go through the table's FileIO.
+//!
+//! Every way a file can be wrong (missing, empty, not Parquet, truncated, a footer the
+//! Parquet reader rejects or even panics on) ends as a [`FileFailure`] for that file.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use iceberg::io::FileIO;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+
+use super::report::FileErrorKind;
+use super::schema::{FileSchema, file_schema};
+
+/// Bytes read from the end of a file in the first read.
+const TAIL: u64 = 64 * 1024;
+/// The 8 bytes after the metadata: its length and the magic.
+const FOOTER_TAIL: u64 = 8;
+/// Footers longer than this are refused rather than loaded (real ones are far smaller; a
+/// corrupt length field could otherwise ask for gigabytes).
+const MAX_METADATA: u64 = 256 * 1024 * 1024;
+const MAGIC: &[u8; 4] = b"PAR1";
+const MAGIC_ENCRYPTED: &[u8; 4] = b"PARE";
+
+/// Why one file could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FileFailure {
+    pub kind: FileErrorKind,
+    pub message: String,
+}
+
+impl FileFailure {
+    fn new(kind: FileErrorKind, message: impl Into<String>) -> Self {
+        FileFailure {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// What AddFiles needs from one file's footer.
+#[derive(Debug)]
+pub(crate) struct FileFacts {
+    /// The file's location, as the table will record it.
+    pub location: String,
+    /// The file's size in bytes.
+    pub size: u64,
+    /// Rows in the file.
+    pub record_count: u64,
+    /// Its schema, null evidence and leaf statistics.
+    pub schema: FileSchema,
+    /// Where each row group starts, ascending (`None` when the footer's offsets are unusable).
+    pub split_offsets: Option<Vec<i64>>,
+}
+
+/// Where a file is read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Source {
+    Local(PathBuf),
+    Remote(String),
+}
+
+fn source(location: &str) -> Result<Source, FileFailure> {
+    if location.starts_with("file:") {
+        let url = url::Url::parse(location).map_err(|e| {
+            FileFailure::new(
+                FileErrorKind::Unreadable,
+                format!("{location:?} is not a valid URL: {e}"),
+            )
+        })?;
+        let path = url.to_file_path().map_err(|_| {
+            FileFailure::new(
+                FileErrorKind::Unreadable,
+                format!("{location:?} names no local file"),
+            )
+        })?;
+        return Ok(Source::Local(path));
+    }
+    if location.contains("://") {
+        return Ok(Source::Remote(location.to_string()));
+    }
+    Ok(Source::Local(PathBuf::from(location)))
+}
+
+/// Reads the footers of `locations`, at most `concurrency` at a time, giving one result
+/// per location in the same order. `io` reads what is not a local file; `on_done` is
+/// called after each file (for progress reports).
+pub(crate) async fn read_all(
+    locations: Vec<String>,
+    io: &FileIO,
+    concurrency: usize,
+    on_done: &(dyn Fn() + Send + Sync),
+) -> Vec<Result<FileFacts, FileFailure>> {
+    futures::stream::iter(locations)
+        .map(|location| async move {
+            let result = read_facts(location, io).await;
+            on_done();
+            result
+        })
+        .buffered(concurrency.max(1))
+        .collect()
+        .await
+}
+
+/// Reads one file's footer and what AddFiles needs from it.
+pub(crate) async fn read_facts(location: String, io: &FileIO) -> Result<FileFacts, FileFailure> {
+    match source(&location)? {
+        Source::Local(path) => tokio::task::spawn_blocking(move || {
+            let (size, metadata) = read_local(&path)?;
+            facts(location, size, &metadata)
+        })
+        .await
+        .map_err(|e| FileFailure::new(FileErrorKind::Corrupt, format!("reading the footer failed: {e}")))?,
+        Source::Remote(url) => {
+            let (size, metadata) = read_remote(&url, io).await?;
+            facts(location, size, &metadata)
+        }
+    }
+}
+
+/// What AddFiles needs from a decoded footer.
+pub(crate) fn facts(
+    location: String,
+    size: u64,
+    metadata: &ParquetMetaData,
+) -> Result<FileFacts, FileFailure> {
+    let num_rows = metadata.file_metadata().num_rows();
+    if num_rows < 0 {
+        return Err(FileFailure::new(
+            FileErrorKind::Corrupt,
+            format!("the footer counts {num_rows} rows"),
+        ));
+    }
+    let schema = guarded(|| file_schema(metadata))
+        .map_err(|message| FileFailure::new(FileErrorKind::Corrupt, message))?
+        .map_err(|e| FileFailure::new(e.kind, e.message))?;
+    Ok(FileFacts {
+        location,
+        size,
+        record_count: num_rows as u64,
+        schema,
+        split_offsets: split_offsets(metadata, size),
+    })
+}
+
+/// Runs `f`, turning a panic into an error message: the Parquet reader has panicked on
+/// malformed footers before, and one bad file must not bring down a run.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown failure".into());
+        format!("the footer is malformed (the Parquet reader failed: {what})")
+    })
+}
+
+/// The start of each row group (the first page of its first column), ascending and inside
+/// the file; `None` if the footer's offsets say otherwise.
+fn split_offsets(metadata: &ParquetMetaData, size: u64) -> Option<Vec<i64>> {
+    let mut offsets = Vec::with_capacity(metadata.num_row_groups());
+    for group in metadata.row_groups() {
+        let start = group
+            .columns()
+            .iter()
+            .map(|c| c.dictionary_page_offset().unwrap_or(c.data_page_offset()))
+            .min()?;
+        if start < MAGIC.len() as i64 || start as u64 >= size || offsets.last().is_some_and(|l| *l >= start) {
+            return None;
+        }
+        offsets.push(start);
+    }
+    Some(offsets)
+}
+
+fn unreadable(path: &str, e: std::io::Error) -> FileFailure {
+    let why = match e.kind() {
+        std::io::ErrorKind::NotFound => "it does not exist".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    };
+    FileFailure::new(FileErrorKind::Unreadable, format!("cannot read {path}: {why}"))
+}
+
+/// Reads and decodes a local file's footer.
+fn read_local(path: &Path) -> Result<(u64, ParquetMetaData), FileFailure> {
+    let shown = path.display().to_string();
+    let mut file = std::fs::File::open(path).map_err(|e| unreadable(&shown, e))?;
+    let meta = file.metadata().map_err(|e| unreadable(&shown, e))?;
+    if meta.is_dir() {
+        return Err(FileFailure::new(
+            FileErrorKind::Unreadable,
+            format!("{shown} is a directory"),
+        ));
+    }
+    let size = meta.len();
+    let mut read = |start: u64, len: u64| -> Result<Vec<u8>, FileFailure> {
+        let mut buf = vec![0; len as usize];
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.read_exact(&mut buf))
+            .map_err(|e| unreadable(&shown, e))?;
+        Ok(buf)
+    };
+    let tail_len = tail_len(size)?;
+    let metadata = match inspect_tail(size, &read(size - tail_len, tail_len)?)? {
+        Tail::Metadata(m) => m,
+        Tail::Longer { start, len } => read(start, len)?,
+        Tail::NoMagic => return Err(no_magic(&read(0, MAGIC.len() as u64)?)),
+    };
+    Ok((size, decode(&metadata)?))
+}
+
+/// Reads and decodes a footer through a FileIO.
+async fn read_remote(url: &str, io: &FileIO) -> Result<(u64, ParquetMetaData), FileFailure> {
+    let failed =
+        |e: iceberg::Error| FileFailure::new(FileErrorKind::Unreadable, format!("cannot read {url}: {e}"));
+    let input = io.new_input(url).map_err(failed)?;
+    let size = input.metadata().await.map_err(failed)?.size;
+    let reader = input.reader().await.map_err(failed)?;
+    let tail_len = tail_len(size)?;
+    let tail: Bytes = reader.read(size - tail_len..size).await.map_err(failed)?;
+    let metadata = match inspect_tail(size, &tail)? {
+        Tail::Metadata(m) => m,
+        Tail::Longer { start, len } => reader.read(start..start + len).await.map_err(failed)?.to_vec(),
+        Tail::NoMagic => {
+            let head = reader.read(0..MAGIC.len() as u64).await.map_err(failed)?;
+            return Err(no_magic(&head));
+        }
+    };
+    Ok((size, decode(&metadata)?))
+}
+
+/// What the last bytes of a file say.
+pub(crate) enum Tail {
+    /// The whole metadata was in them.
+    Metadata(Vec<u8>),
+    /// The metadata is longer: read these bytes.
+    Longer { start: u64, len: u64 },
+    /// There is no Parquet magic at the end.
+    NoMagic,
+}
+
+/// How many bytes to read from the end of a file of `size` bytes, or why it cannot be Parquet.
+pub(crate) fn tail_len(size: u64) -> Result<u64, FileFailure> {
+    if size == 0 {
+        return Err(FileFailure::new(FileErrorKind::Empty, "the file is empty"));
+    }
+    // Magic, metadata length, magic: no Parquet file is smaller.
+    let smallest = FOOTER_TAIL + MAGIC.len() as u64;
+    if size < smallest {
+        return Err(FileFailure::new(
+            FileErrorKind::NotParquet,
+            format!("{size} bytes is too small for a Parquet file"),
+        ));
+    }
+    Ok(size.min(TAIL))
+}
+
+/// Reads the footer's length and magic from the last `tail.len()` bytes of a `size`-byte file.
+pub(crate) fn inspect_tail(size: u64, tail: &[u8]) -> Result<Tail, FileFailure> {
+    let n = tail.len();
+    if n < FOOTER_TAIL as usize {
+        return Ok(Tail::NoMagic);
+    }
+    let end = &tail[n - 4..];
+    if end == MAGIC_ENCRYPTED {
+        return Err(FileFailure::new(
+            FileErrorKind::Unsupported,
+            "the footer is encrypted (Parquet modular encryption is not supported)",
+        ));
+    }
+    if end != MAGIC {
+        return Ok(Tail::NoMagic);
+    }
+    let len_bytes: [u8; 4] = tail[n - 8..n - 4].try_into().expect("four bytes");
+    let metadata_len = u32::from_le_bytes(len_bytes) as u64;
+    if metadata_len + FOOTER_TAIL + MAGIC.len() as u64 > size {
+        return Err(FileFailure::new(
+            FileErrorKind::Corrupt,
+            format!(
+                "the footer claims {metadata_len} bytes of metadata, more than the {size}-byte file holds; it is truncated or corrupt"
+            ),
+        ));
+    }
+    if metadata_len > MAX_METADATA {
+        return Err(FileFailure::new(
+            FileErrorKind::Unsupported,
+            format!(
+                "the footer holds {metadata_len} bytes of metadata, more than the {MAX_METADATA} AddFiles reads"
+            ),
+        ));
+    }
+    let needed = metadata_len + FOOTER_TAIL;
+    if needed <= n as u64 {
+        let start = n - needed as usize;
+        return Ok(Tail::Metadata(
+            tail[start..start + metadata_len as usize].to_vec(),
+        ));
+    }
+    Ok(Tail::Longer {
+        start: size - needed,
+        len: metadata_len,
+    })
+}
+
+/// The failure for a file without the magic at its end, told apart by its first bytes.
+pub(crate) fn no_magic(head: &[u8]) -> FileFailure {
+    if head == MAGIC {
+        FileFailure::new(
+            FileErrorKind::Corrupt,
+            "the file starts like Parquet but has no footer at its end: it is truncated or still being written",
+        )
+    } else {
+        FileFailure::new(
+            FileErrorKind::NotParquet,
+            "not a Parquet file (no PAR1 magic at its end)",
+        )
+    }
+}
+
+/// Decodes footer metadata.
+pub(crate) fn decode(metadata: &[u8]) -> Result<ParquetMetaData, FileFailure> {
+    guarded(|| ParquetMetaDataReader::decode_metadata(metadata))
+        .map_err(|message| FileFailure::new(FileErrorKind::Corrupt, message))?
+        .map_err(|e| {
+            FileFailure::new(
+                FileErrorKind::Corrupt,
+                format!("the footer cannot be decoded: {e}"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the local reader finds in `bytes`, without a file.
+    fn locate(bytes: &[u8]) -> Result<Vec<u8>, FileFailure> {
+        let size = bytes.len() as u64;
+        let read = |start: u64, len: u64| bytes[start as usize..(start + len) as usize].to_vec();
+        let tail_len = tail_len(size)?;
+        match inspect_tail(size, &read(size - tail_len, tail_len))? {
+            Tail::Metadata(m) => Ok(m),
+            Tail::Longer { start, len } => Ok(read(start, len)),
+            Tail::NoMagic => Err(no_magic(&read(0, 4))),
+        }
+    }
+
+    #[test]
+    fn classifies_files_that_are_not_whole_parquet() {
+        assert_eq!(locate(b"").unwrap_err().kind, FileErrorKind::Empty);
+        assert_eq!(locate(b"PAR1").unwrap_err().kind, FileErrorKind::NotParquet);
+        assert_eq!(
+            locate(b"hello, this is text\n").unwrap_err().kind,
+            FileErrorKind::NotParquet
+        );
+        let truncated = b"PAR1\x15\x00\x15\x1c\x15\x1c,\x15\x04\x15\x00";
+        assert_eq!(locate(truncated).unwrap_err().kind, FileErrorKind::Corrupt);
+        let long = [&b"PAR1"[..], &[0xff, 0xff, 0, 0], b"PAR1"].concat();
+        let err = locate(&long).unwrap_err();
+        assert_eq!(err.kind, FileErrorKind::Corrupt);
+        assert!(err.message.contains("65535 bytes"), "{}", err.message);
+        let encrypted = [&b"PAR1"[..], &[1, 2, 3, 4], &[4, 0, 0, 0], b"PARE"].concat();
+        assert_eq!(locate(&encrypted).unwrap_err().kind, FileErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn finds_footers_longer_than_the_first_read() {
+        let metadata = vec![7u8; (TAIL as usize) * 2];
+        let file = [
+            &b"PAR1"[..],
+            &[0u8; 100],
+            &metadata,
+            &(metadata.len() as u32).to_le_bytes(),
+            b"PAR1",
+        ]
+        .concat();
+        assert_eq!(locate(&file).unwrap(), metadata);
+    }
+
+    #[test]
+    fn garbage_metadata_is_corrupt_not_a_panic() {
+        for garbage in [&b""[..], b"\x00", b"\xff\xff\xff\xff", b"\x19\x1c\x1c\x1c\x1c"] {
+            assert_eq!(decode(garbage).unwrap_err().kind, FileErrorKind::Corrupt);
+        }
+    }
+
+    #[test]
+    fn locations_are_local_paths_or_urls() {
+        assert_eq!(
+            source("/a/b.parquet").unwrap(),
+            Source::Local("/a/b.parquet".into())
+        );
+        assert_eq!(
+            source("file:///a/b%20c.parquet").unwrap(),
+            Source::Local("/a/b c.parquet".into())
+        );
+        assert_eq!(
+            source("s3://bucket/k").unwrap(),
+            Source::Remote("s3://bucket/k".into())
+        );
+    }
+}

@@ -1,0 +1,947 @@
+//! AddFiles: register existing Parquet files into an Iceberg table, evolving its schema.
+//!
+//! ```no_run
+//! # async fn example() -> outflow_core::Result<()> {
+//! use outflow_core::{SchemaEvolutionConfig, SchemaEvolutionOption};
+//! use outflow_iceberg::CatalogConfig;
+//! use outflow_iceberg::add_files::{AddFiles, AddFilesOptions};
+//!
+//! let options = AddFilesOptions::builder()
+//!     .catalog(CatalogConfig::sqlite_in("./lake"))
+//!     .table("analytics.events")
+//!     .schema_evolution(
+//!         SchemaEvolutionConfig::builder()
+//!             .allow(SchemaEvolutionOption::AllowFieldAddition)
+//!             .build()?,
+//!     )
+//!     .build()?;
+//! let result = AddFiles::connect(options).await?.run(&["/data/events/a.parquet"]).await?;
+//! println!("{}", result.render());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A run reads the footers of its files (only footers, many at a time), then, per window of
+//! files:
+//! 1. groups the files by schema (with the null evidence their statistics give) and plans
+//!    the table's schema with the shared evolution planner;
+//! 2. under `on_incompatible: fail`, stops there when any file is incompatible, listing
+//!    every one; under `route_to_errors` the incompatible files become errors;
+//! 3. creates the table (from the union of the schemas, with a name mapping) or makes at
+//!    most one schema commit, which also keeps the name mapping current;
+//! 4. builds a data file per compatible file, with metrics from its footer keyed by table
+//!    field ids and its partition values (see [`partition`]);
+//! 5. commits them in one snapshot whose summary carries a commit id derived from the
+//!    files, so a rerun commits nothing new.
+//!
+//! Files already in the table are skipped, and a path given twice is handled once. A file
+//! that cannot be read (missing, empty, not Parquet, truncated, corrupt) is an error for
+//! that file, never a failure of the run. A dry run plans and checks everything and commits
+//! nothing.
+
+mod footer;
+#[cfg(test)]
+mod fuzz;
+mod metrics;
+mod options;
+mod partition;
+mod report;
+mod schema;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, ManifestContentType, PartitionSpec, Schema as IcebergSchema};
+use iceberg::table::Table;
+use iceberg::{TableIdent, TableRequirement, TableUpdate};
+use outflow_core::evolution::{EvolutionPlan, Verdict};
+use outflow_core::schema::{InputSchema, NameMapping, Schema};
+use outflow_core::{
+    CreateDisposition, Error, ErrorKind, EvolutionPlanner, IncompatibleSchemaHandling, Result,
+};
+
+pub use self::options::{AddFilesOptions, AddFilesOptionsBuilder, BatchWindow, DEFAULT_MAX_CONCURRENT_READS};
+pub use self::report::{
+    AddFilesResult, ChangeReport, CommittedSnapshot, FileError, FileErrorKind, SchemaReport, SkipReason,
+    SkippedFile,
+};
+
+use self::footer::FileFacts;
+use self::metrics::Resolved;
+use crate::catalog::IcebergCatalog;
+use crate::commit::{
+    CommitOutcome, DataCommit, SnapshotKind, commit_data, commit_id_for, commit_schema, name_mapping,
+    updated_name_mapping,
+};
+use crate::convert::{from_iceberg_schema, parse_table_ident, table_name, to_iceberg_schema};
+use crate::error::IcebergResultExt;
+use crate::partition::partition_spec;
+use crate::sink::create_with_name_mapping;
+
+/// How many times a window's schema change is re-planned after losing a race.
+const SCHEMA_COMMIT_ATTEMPTS: usize = 5;
+
+/// How far a run has got, reported after each footer read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Footers read so far.
+    pub read: usize,
+    /// Footers to read in all.
+    pub total: usize,
+}
+
+type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Registers existing Parquet files into an Iceberg table; see the module docs.
+#[derive(Clone)]
+pub struct AddFiles {
+    catalog: IcebergCatalog,
+    options: AddFilesOptions,
+    progress: Option<ProgressFn>,
+}
+
+impl std::fmt::Debug for AddFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AddFiles")
+            .field("table", &self.options.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AddFiles {
+    /// Validates the options and connects to their catalog.
+    pub async fn connect(options: AddFilesOptions) -> Result<AddFiles> {
+        options.validate()?;
+        let catalog = IcebergCatalog::connect(&options.catalog).await?;
+        Ok(AddFiles {
+            catalog,
+            options,
+            progress: None,
+        })
+    }
+
+    /// AddFiles on an already connected catalog (its `catalog` option is not used).
+    pub fn with_catalog(catalog: IcebergCatalog, options: AddFilesOptions) -> Result<AddFiles> {
+        options.validate()?;
+        Ok(AddFiles {
+            catalog,
+            options,
+            progress: None,
+        })
+    }
+
+    /// Calls `report` after each footer read (for progress bars).
+    pub fn on_progress(mut self, report: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(report));
+        self
+    }
+
+    /// The options.
+    pub fn options(&self) -> &AddFilesOptions {
+        &self.options
+    }
+
+    /// Registers `files` (paths, or URLs such as `file:///data/a.parquet`). Problems with
+    /// single files are reported in the result; an error means the run itself failed (the
+    /// catalog is unreachable, the table is missing under `create_never`, a commit failed).
+    pub async fn run<S: AsRef<str>>(&self, files: &[S]) -> Result<AddFilesResult> {
+        let ident = parse_table_ident(&self.options.table)?;
+        let name = table_name(&ident);
+        let config = &self.options.schema_evolution;
+        let mut run = Run {
+            add: self,
+            ident,
+            name: name.clone(),
+            table: None,
+            registered: HashSet::new(),
+            result: AddFilesResult {
+                table: name.clone(),
+                dry_run: config.dry_run(),
+                files_given: files.len(),
+                ..AddFilesResult::default()
+            },
+            read: Arc::new(AtomicUsize::new(0)),
+            total: 0,
+        };
+        run.table = self.catalog.load_table(&run.ident).await?;
+        if run.table.is_none() && self.options.create_disposition == CreateDisposition::CreateNever {
+            return Err(Error::not_found("table", &name).with_context("create_disposition", "create_never"));
+        }
+        if let Some(table) = &run.table {
+            run.registered = registered_files(table).await?;
+        }
+
+        // Distinct inputs in order, the first occurrence kept.
+        let mut seen: HashMap<String, bool> = HashMap::new();
+        let mut todo: Vec<Input> = Vec::new();
+        for given in files {
+            let given = given.as_ref();
+            let location = match location(given) {
+                Ok(l) => l,
+                Err(reason) => {
+                    run.result.errors.push(FileError {
+                        path: given.to_string(),
+                        kind: FileErrorKind::Unreadable,
+                        reason,
+                    });
+                    continue;
+                }
+            };
+            let key = comparable(&location).to_string();
+            match seen.get_mut(&key) {
+                Some(reported) => {
+                    if !*reported {
+                        *reported = true;
+                        run.result.skipped.push(SkippedFile {
+                            path: given.to_string(),
+                            reason: SkipReason::DuplicateInput,
+                        });
+                    }
+                    continue;
+                }
+                None => {
+                    seen.insert(key.clone(), false);
+                }
+            }
+            if run.registered.contains(&key) {
+                run.result.skipped.push(SkippedFile {
+                    path: given.to_string(),
+                    reason: SkipReason::AlreadyRegistered,
+                });
+                continue;
+            }
+            todo.push(Input {
+                given: given.to_string(),
+                location,
+            });
+        }
+        run.total = todo.len();
+        let size = match self.options.window {
+            BatchWindow::All => todo.len().max(1),
+            BatchWindow::Files(n) => n,
+        };
+        let windows: Vec<Vec<Input>> = todo.chunks(size).map(<[Input]>::to_vec).collect();
+        let count = windows.len();
+        for (index, window) in windows.into_iter().enumerate() {
+            if run.result.rejected {
+                run.result.skipped.extend(window.into_iter().map(|i| SkippedFile {
+                    path: i.given,
+                    reason: SkipReason::NotProcessed,
+                }));
+                continue;
+            }
+            tracing::info!(table = %name, window = index, of = count, files = window.len(), "adding files");
+            run.window(index, window).await?;
+        }
+        Ok(run.result)
+    }
+}
+
+/// One input file: as given, and where it is.
+#[derive(Clone, Debug)]
+struct Input {
+    given: String,
+    location: String,
+}
+
+/// Where a given path or URL is, as the table will record it: local paths become absolute
+/// `file://` locations, URLs stay as they are.
+fn location(given: &str) -> std::result::Result<String, String> {
+    let given = given.trim();
+    if given.is_empty() {
+        return Err("the path is blank".into());
+    }
+    if given.starts_with("file:") {
+        let url = url::Url::parse(given).map_err(|e| format!("{given:?} is not a valid URL: {e}"))?;
+        let path = url
+            .to_file_path()
+            .map_err(|_| format!("{given:?} names no local file"))?;
+        return Ok(format!("file://{}", path.display()));
+    }
+    if given.contains("://") {
+        return Ok(given.to_string());
+    }
+    let path = std::path::absolute(given).map_err(|e| format!("{given:?}: {e}"))?;
+    Ok(format!("file://{}", path.display()))
+}
+
+/// A location in a form where the spellings of one local file agree (`file:/a`,
+/// `file:///a` and `/a` all give `/a`).
+fn comparable(location: &str) -> &str {
+    location
+        .strip_prefix("file://")
+        .or_else(|| location.strip_prefix("file:"))
+        .unwrap_or(location)
+}
+
+/// The data files of the table's current snapshot, by [`comparable`] location.
+async fn registered_files(table: &Table) -> Result<HashSet<String>> {
+    let mut out = HashSet::new();
+    let Some(snapshot) = table.metadata().current_snapshot() else {
+        return Ok(out);
+    };
+    let list = table
+        .manifest_list_reader(snapshot)
+        .load()
+        .await
+        .doing("reading the manifest list")?;
+    for manifest in list.entries() {
+        if manifest.content != ManifestContentType::Data {
+            continue;
+        }
+        let loaded = manifest
+            .load_manifest(table.file_io())
+            .await
+            .doing(format_args!("reading manifest {}", manifest.manifest_path))?;
+        for entry in loaded.entries().iter().filter(|e| e.is_alive()) {
+            out.insert(comparable(entry.data_file().file_path()).to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Files sharing one schema (and the same null evidence) within a window.
+struct Group {
+    /// The planner's input: the schema, with null counts summed over the files.
+    input: InputSchema,
+    /// Indexes into the window's readable files.
+    members: Vec<usize>,
+    uses_ids: bool,
+}
+
+/// Whether two inputs plan alike: the same schema, and for each column the same kind of
+/// evidence the planner weighs (no nulls, some nulls, unknown).
+fn plans_alike(a: &InputSchema, b: &InputSchema) -> bool {
+    a.schema == b.schema
+        && a.null_counts.len() == b.null_counts.len()
+        && a.null_counts
+            .iter()
+            .zip(&b.null_counts)
+            .all(|((pa, na), (pb, nb))| pa == pb && (*na == 0) == (*nb == 0))
+}
+
+/// A hash agreeing with [`plans_alike`], computed without copying the schema (windows of
+/// thousands of files mostly share one).
+fn evidence_hash(input: &InputSchema) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    input.schema.hash(&mut h);
+    for (path, n) in &input.null_counts {
+        path.hash(&mut h);
+        (*n == 0).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// State of one run.
+struct Run<'a> {
+    add: &'a AddFiles,
+    ident: TableIdent,
+    name: String,
+    table: Option<Table>,
+    /// Data files in the table, by comparable location.
+    registered: HashSet<String>,
+    result: AddFilesResult,
+    read: Arc<AtomicUsize>,
+    total: usize,
+}
+
+/// What planning a window decided.
+struct Decision {
+    /// The plan to report (the creation plan when the table was created).
+    report: EvolutionPlan,
+    /// Whether each group can be registered.
+    compatible: Vec<bool>,
+    /// When the table does not exist (a dry run that would create it): the schema and
+    /// partition spec it would have.
+    simulated: Option<(IcebergSchema, PartitionSpec)>,
+}
+
+impl Run<'_> {
+    fn error(&mut self, path: &str, kind: FileErrorKind, reason: impl Into<String>) {
+        self.result.errors.push(FileError {
+            path: path.to_string(),
+            kind,
+            reason: reason.into(),
+        });
+    }
+
+    fn file_io(&self) -> FileIO {
+        match &self.table {
+            Some(t) => t.file_io().clone(),
+            None => FileIO::new_with_fs(),
+        }
+    }
+
+    async fn window(&mut self, index: usize, inputs: Vec<Input>) -> Result<()> {
+        let add = self.add;
+        let config = &add.options.schema_evolution;
+        let io = self.file_io();
+        let read = self.read.clone();
+        let total = self.total;
+        let progress = add.progress.clone();
+        let on_done = move || {
+            let n = read.fetch_add(1, Ordering::Relaxed) + 1;
+            if let Some(report) = &progress {
+                report(Progress { read: n, total });
+            }
+        };
+        let locations = inputs.iter().map(|i| i.location.clone()).collect();
+        let results = footer::read_all(locations, &io, add.options.max_concurrent_reads, &on_done).await;
+
+        // Readable files, grouped by schema.
+        let mut files: Vec<(Input, FileFacts)> = Vec::new();
+        for (input, result) in inputs.into_iter().zip(results) {
+            match result {
+                Ok(facts) => files.push((input, facts)),
+                Err(failure) => self.error(&input.given, failure.kind, failure.message),
+            }
+        }
+        let mut groups: Vec<Group> = Vec::new();
+        let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+        for (i, (_, facts)) in files.iter().enumerate() {
+            let input = &facts.schema.input;
+            let hash = evidence_hash(input);
+            let found = by_hash
+                .get(&hash)
+                .and_then(|gs| gs.iter().copied().find(|&g| plans_alike(&groups[g].input, input)));
+            match found {
+                Some(g) => {
+                    let group = &mut groups[g];
+                    group.members.push(i);
+                    for (path, n) in &facts.schema.input.null_counts {
+                        if let Some(sum) = group.input.null_counts.get_mut(path) {
+                            *sum = sum.saturating_add(*n);
+                        }
+                    }
+                }
+                None => {
+                    by_hash.entry(hash).or_default().push(groups.len());
+                    groups.push(Group {
+                        input: facts.schema.input.clone(),
+                        members: vec![i],
+                        uses_ids: facts.schema.uses_ids,
+                    });
+                }
+            }
+        }
+        // Files with field ids must name the table's columns by them, or readers would
+        // read the wrong columns.
+        if let Some(table) = &self.table {
+            let current = from_iceberg_schema(table.metadata().current_schema());
+            let mut kept = Vec::new();
+            for group in groups {
+                match group
+                    .uses_ids
+                    .then(|| ids_match(&group.input.schema, &current))
+                    .flatten()
+                {
+                    Some(reason) => {
+                        for &m in &group.members {
+                            let path = files[m].0.given.clone();
+                            self.error(&path, FileErrorKind::FieldIds, reason.clone());
+                        }
+                    }
+                    None => kept.push(group),
+                }
+            }
+            groups = kept;
+        }
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let labels: Vec<Vec<String>> = groups
+            .iter()
+            .map(|g| g.members.iter().map(|&m| files[m].0.given.clone()).collect())
+            .collect();
+
+        let decision = self.decide(&groups).await?;
+        self.report(index, &decision.report, &groups, &labels);
+        let rejected: Vec<usize> = (0..groups.len()).filter(|&g| !decision.compatible[g]).collect();
+        let verdicts = &decision.report.verdicts;
+        for &g in &rejected {
+            let v = &verdicts[g];
+            let kind = if v.verdict == Verdict::Unverifiable {
+                FileErrorKind::Unverifiable
+            } else {
+                FileErrorKind::Incompatible
+            };
+            let reason = v
+                .reasons
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            for path in &labels[g] {
+                self.error(path, kind, reason.clone());
+            }
+        }
+        if !rejected.is_empty() && config.on_incompatible() == IncompatibleSchemaHandling::Fail {
+            self.result.rejected = true;
+            for g in (0..groups.len()).filter(|g| decision.compatible[*g]) {
+                self.result
+                    .skipped
+                    .extend(labels[g].iter().map(|path| SkippedFile {
+                        path: path.clone(),
+                        reason: SkipReason::NotProcessed,
+                    }));
+            }
+            return Ok(());
+        }
+
+        // Data files for the compatible files.
+        let (schema, spec) = match (&self.table, decision.simulated) {
+            (_, Some((schema, spec))) => (Arc::new(schema), Arc::new(spec)),
+            (Some(table), None) => {
+                let md = table.metadata();
+                (md.current_schema().clone(), md.default_partition_spec().clone())
+            }
+            (None, None) => return Err(Error::internal("no table to register files into")),
+        };
+        let current = from_iceberg_schema(&schema);
+        let existing = self.table.as_ref().map(name_mapping).transpose()?.flatten();
+        let mapping = if config.dry_run() {
+            // What the real run would store before registering the files.
+            Some(match existing {
+                Some(m) => m.updated_with(&current),
+                None => NameMapping::from_schema(&current),
+            })
+        } else {
+            existing
+        };
+        let prefix = add
+            .options
+            .location_prefix
+            .as_deref()
+            .map(location)
+            .transpose()
+            .map_err(|e| Error::invalid_config("location_prefix", e))?;
+        let mut data_files: Vec<DataFile> = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            if !decision.compatible[g] {
+                continue;
+            }
+            let first = &files[group.members[0]].1;
+            let resolved = match group
+                .uses_ids
+                .then(|| ids_match(&group.input.schema, &current))
+                .flatten()
+                .map_or_else(
+                    || {
+                        metrics::resolve_leaves(
+                            &first.schema.leaves,
+                            group.uses_ids,
+                            &schema,
+                            mapping.as_ref(),
+                        )
+                    },
+                    Err,
+                ) {
+                Ok(r) => r,
+                Err(reason) => {
+                    let kind = if group.uses_ids {
+                        FileErrorKind::FieldIds
+                    } else {
+                        FileErrorKind::Incompatible
+                    };
+                    for path in &labels[g] {
+                        self.error(path, kind, reason.clone());
+                    }
+                    continue;
+                }
+            };
+            for &m in &group.members {
+                let (input, facts) = &files[m];
+                match data_file(facts, &resolved, &spec, &schema, prefix.as_deref()) {
+                    Ok(file) => data_files.push(file),
+                    Err(reason) => self.error(&input.given, FileErrorKind::Partition, reason),
+                }
+            }
+        }
+        let added = data_files.len();
+        let records: u64 = data_files.iter().map(DataFile::record_count).sum();
+        self.result.files_added += added;
+        self.result.records_added += records;
+        if config.dry_run() || data_files.is_empty() {
+            return Ok(());
+        }
+        let table = self.table.as_ref().expect("a table exists outside dry runs");
+        let commit = DataCommit {
+            kind: SnapshotKind::Append,
+            commit_id: commit_id_for(
+                &format!("add-files:{}", self.name),
+                data_files
+                    .iter()
+                    .map(|f| format!("{}:{}", f.file_path(), f.file_size_in_bytes())),
+            ),
+            files_per_manifest: add.options.files_per_manifest,
+            partition_spec_id: table.metadata().default_partition_spec_id(),
+            files: data_files,
+        };
+        let outcome = commit_data(&add.catalog, &self.ident, &commit, &add.options.commit_retry).await?;
+        for f in &commit.files {
+            self.registered.insert(comparable(f.file_path()).to_string());
+        }
+        self.result.snapshots.push(CommittedSnapshot {
+            window: index,
+            snapshot_id: outcome.snapshot_id(),
+            commit_id: commit.commit_id.clone(),
+            files: added,
+            records,
+            bytes: commit.files.iter().map(DataFile::file_size_in_bytes).sum(),
+            already_committed: matches!(outcome, CommitOutcome::AlreadyCommitted { .. }),
+        });
+        self.table = Some(add.catalog.require_table(&self.ident).await?);
+        Ok(())
+    }
+
+    /// Plans the window and makes the table fit: creation, or at most one schema commit
+    /// (re-planned when another writer changed the table first).
+    async fn decide(&mut self, groups: &[Group]) -> Result<Decision> {
+        let add = self.add;
+        let config = &add.options.schema_evolution;
+        let inputs: Vec<InputSchema> = groups.iter().map(|g| g.input.clone()).collect();
+        let needs_mapping = groups.iter().any(|g| !g.uses_ids);
+        let mut creation: Option<EvolutionPlan> = None;
+        for _ in 0..SCHEMA_COMMIT_ATTEMPTS {
+            let Some(table) = self.table.clone() else {
+                let plan = creation_plan(config, groups);
+                let compatible: Vec<bool> = plan.verdicts.iter().map(|v| v.verdict.is_compatible()).collect();
+                let stop = !compatible.iter().any(|c| *c)
+                    || (compatible.iter().any(|c| !*c)
+                        && config.on_incompatible() == IncompatibleSchemaHandling::Fail);
+                if stop || config.dry_run() {
+                    let simulated = match (&plan.schema, stop) {
+                        (Some(schema), false) => Some(self.simulate_creation(schema)?),
+                        _ => None,
+                    };
+                    self.result.table_created = !stop;
+                    return Ok(Decision {
+                        report: plan,
+                        compatible,
+                        simulated,
+                    });
+                }
+                let schema = plan
+                    .schema
+                    .clone()
+                    .expect("a plan with compatible inputs has a schema");
+                let (table, created) = create_with_name_mapping(
+                    &add.catalog,
+                    &self.ident,
+                    &schema,
+                    &add.options.partition_fields,
+                    &add.options.sort_order,
+                    &add.options.table_properties,
+                )
+                .await?;
+                self.result.table_created |= created;
+                // Re-planned against the table as created (iceberg-rust renumbers ids; or
+                // another writer created it first).
+                self.table = Some(table);
+                if created {
+                    creation = Some(plan);
+                }
+                continue;
+            };
+            let current = from_iceberg_schema(table.metadata().current_schema());
+            let mapping = name_mapping(&table)?;
+            let mut planner = EvolutionPlanner::new(config)
+                .table(&current)
+                .last_column_id(table.metadata().last_column_id());
+            if let Some(mapping) = &mapping {
+                planner = planner.name_mapping(mapping);
+            }
+            let plan = planner.plan(&inputs);
+            let compatible: Vec<bool> = plan.verdicts.iter().map(|v| v.verdict.is_compatible()).collect();
+            let failing = compatible.iter().any(|c| !*c)
+                && config.on_incompatible() == IncompatibleSchemaHandling::Fail;
+            let anything = compatible.iter().any(|c| *c);
+            let decision = |report: EvolutionPlan| Decision {
+                report,
+                compatible: compatible.clone(),
+                simulated: None,
+            };
+            if config.dry_run() || failing || !anything {
+                if config.dry_run() && plan.changes_schema() && !failing {
+                    let schema = plan.schema.clone().expect("a compatible plan has a schema");
+                    let iceberg = to_iceberg_schema(&schema, 0)?;
+                    let spec = rebind(table.metadata().default_partition_spec(), &iceberg)?;
+                    return Ok(Decision {
+                        report: plan,
+                        compatible,
+                        simulated: Some((iceberg, spec)),
+                    });
+                }
+                return Ok(decision(creation.unwrap_or(plan)));
+            }
+            let result = if plan.changes_schema() {
+                let schema = plan.schema.clone().expect("a compatible plan has a schema");
+                let mapping = updated_name_mapping(&table, &schema, needs_mapping)?;
+                commit_schema(&add.catalog, &table, &schema, mapping.as_ref())
+                    .await
+                    .map(|()| true)
+            } else {
+                self.keep_mapping_current(&table, &current, mapping.as_ref(), needs_mapping)
+                    .await
+                    .map(|()| false)
+            };
+            match result {
+                Ok(evolved) => {
+                    if evolved {
+                        self.result.schema_commits += 1;
+                        tracing::info!(table = %self.name, changes = plan.applied_changes().count(), "schema evolved");
+                    }
+                    self.table = Some(add.catalog.require_table(&self.ident).await?);
+                    return Ok(decision(creation.unwrap_or(plan)));
+                }
+                Err(e) if e.kind() == ErrorKind::Conflict => {
+                    self.table = Some(add.catalog.require_table(&self.ident).await?);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Conflict,
+            format!(
+                "the schema of {} kept changing while AddFiles planned it ({SCHEMA_COMMIT_ATTEMPTS} attempts)",
+                self.name
+            ),
+        ))
+    }
+
+    /// Files without field ids are read through the table's name mapping; makes sure there
+    /// is one and that it names every current column (PyIceberg refuses a file column the
+    /// mapping lacks).
+    async fn keep_mapping_current(
+        &self,
+        table: &Table,
+        current: &Schema,
+        mapping: Option<&NameMapping>,
+        needs_mapping: bool,
+    ) -> Result<()> {
+        if !needs_mapping {
+            return Ok(());
+        }
+        let wanted = match mapping {
+            Some(m) => m.updated_with(current),
+            None => NameMapping::from_schema(current),
+        };
+        if mapping == Some(&wanted) {
+            return Ok(());
+        }
+        let requirements = vec![
+            TableRequirement::UuidMatch {
+                uuid: table.metadata().uuid(),
+            },
+            TableRequirement::CurrentSchemaIdMatch {
+                current_schema_id: table.metadata().current_schema_id(),
+            },
+        ];
+        let updates = vec![TableUpdate::SetProperties {
+            updates: HashMap::from([(NameMapping::PROPERTY.to_string(), wanted.to_json())]),
+        }];
+        self.add.catalog.commit(table, requirements, updates).await
+    }
+
+    /// The schema and partition spec a table created from `schema` would have (a dry run
+    /// does not create it).
+    fn simulate_creation(&self, schema: &Schema) -> Result<(IcebergSchema, PartitionSpec)> {
+        let iceberg = to_iceberg_schema(schema, 0)?;
+        let spec = match partition_spec(&iceberg, &self.add.options.partition_fields)? {
+            Some(unbound) => unbound
+                .bind(iceberg.clone())
+                .doing("binding the partition spec")?,
+            None => PartitionSpec::unpartition_spec(),
+        };
+        Ok((iceberg, spec))
+    }
+
+    /// Records a window's plan: changes and per-schema verdicts, naming files.
+    fn report(&mut self, index: usize, plan: &EvolutionPlan, groups: &[Group], labels: &[Vec<String>]) {
+        let files_of = |inputs: &[usize]| -> Vec<String> {
+            inputs.iter().flat_map(|&g| labels[g].iter().cloned()).collect()
+        };
+        for c in &plan.changes {
+            self.result.changes.push(ChangeReport {
+                window: index,
+                path: c.path.clone(),
+                kind: c.kind,
+                from: c.from.clone(),
+                to: c.to.clone(),
+                applied: c.applied,
+                files: files_of(&c.inputs),
+            });
+        }
+        for (g, group) in groups.iter().enumerate() {
+            let Some(v) = plan.verdicts.get(g) else { continue };
+            self.result.schemas.push(SchemaReport {
+                window: index,
+                schema: group.input.schema.to_string(),
+                verdict: v.verdict,
+                reasons: v.reasons.iter().map(ToString::to_string).collect(),
+                needs: v.needs.iter().map(ToString::to_string).collect(),
+                files: labels[g].clone(),
+            });
+        }
+    }
+}
+
+/// The plan creating the table from the window's groups. Without field addition the planner
+/// creates it from the schema most inputs share, and here the inputs are files: each group
+/// is planned once per file, and the plan folded back onto the groups.
+fn creation_plan(config: &outflow_core::SchemaEvolutionConfig, groups: &[Group]) -> EvolutionPlan {
+    // One group, or field addition (the union does not count inputs): plan the groups.
+    if groups.len() == 1 || config.allows(outflow_core::SchemaEvolutionOption::AllowFieldAddition) {
+        let inputs: Vec<InputSchema> = groups.iter().map(|g| g.input.clone()).collect();
+        return EvolutionPlanner::new(config).plan(&inputs);
+    }
+    let mut inputs = Vec::new();
+    let mut owner = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        for _ in &group.members {
+            inputs.push(group.input.clone());
+            owner.push(g);
+        }
+    }
+    let mut plan = EvolutionPlanner::new(config).plan(&inputs);
+    let mut verdicts = Vec::with_capacity(groups.len());
+    for g in 0..groups.len() {
+        let first = owner
+            .iter()
+            .position(|o| *o == g)
+            .expect("every group has a file");
+        verdicts.push(plan.verdicts[first].clone());
+    }
+    plan.verdicts = verdicts;
+    for change in &mut plan.changes {
+        let mut folded: Vec<usize> = change.inputs.iter().map(|i| owner[*i]).collect();
+        folded.dedup();
+        change.inputs = folded;
+    }
+    plan
+}
+
+/// The table's partition spec over an evolved schema (field ids unchanged).
+fn rebind(spec: &PartitionSpec, schema: &IcebergSchema) -> Result<PartitionSpec> {
+    if spec.is_unpartitioned() {
+        return Ok(PartitionSpec::unpartition_spec());
+    }
+    spec.clone()
+        .into_unbound()
+        .bind(schema.clone())
+        .doing("binding the partition spec")
+}
+
+/// Why a file's field ids do not name the table's columns (each id must be the id of the
+/// column at the same path), or `None` when they do.
+fn ids_match(file: &Schema, table: &Schema) -> Option<String> {
+    let mut by_id: BTreeMap<i32, String> = BTreeMap::new();
+    table.visit(|path, f, _| {
+        if let Some(id) = f.id {
+            by_id.insert(id, path.to_string());
+        }
+    });
+    let mut problem = None;
+    file.visit(|path, f, _| {
+        if problem.is_some() {
+            return;
+        }
+        let Some(id) = f.id else { return };
+        problem = match by_id.get(&id) {
+            Some(p) if p == path => None,
+            Some(p) => Some(format!(
+                "column {path} carries field id {id}, which is {p} in the table; readers resolve columns by these ids"
+            )),
+            None => Some(format!(
+                "column {path} carries field id {id}, which the table does not have; files with Iceberg field ids can only add to a table whose ids they share"
+            )),
+        };
+    });
+    problem
+}
+
+/// A data file for one readable, compatible file.
+fn data_file(
+    facts: &FileFacts,
+    resolved: &[Option<Resolved>],
+    spec: &PartitionSpec,
+    schema: &Arc<IcebergSchema>,
+    prefix: Option<&str>,
+) -> std::result::Result<DataFile, String> {
+    let directories = prefix
+        .map(|p| partition::directories(comparable(&facts.location), comparable(p)))
+        .transpose()?;
+    let values = partition::partition_of(facts, resolved, spec, schema, directories.as_deref())?;
+    if !spec.is_unpartitioned() {
+        // The snapshot summary prints partition values with iceberg-rust, which panics on
+        // some instants (before 1970 with a fraction of a second): refuse those here rather
+        // than fail the commit of every file.
+        let printable = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            spec.partition_to_path(&values, schema.clone())
+        }));
+        if printable.is_err() {
+            return Err(
+                "iceberg-rust cannot record this file's partition value (an instant before 1970 \
+                 with a fraction of a second in an identity partition)"
+                    .into(),
+            );
+        }
+    }
+    metrics::data_file(facts, resolved, values, spec.spec_id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_are_absolute_file_urls_or_kept() {
+        assert_eq!(location("/a/b.parquet").unwrap(), "file:///a/b.parquet");
+        assert_eq!(location("file:///a/b.parquet").unwrap(), "file:///a/b.parquet");
+        assert_eq!(location("file:/a/b.parquet").unwrap(), "file:///a/b.parquet");
+        assert_eq!(
+            location("s3://bucket/a.parquet").unwrap(),
+            "s3://bucket/a.parquet"
+        );
+        assert!(location("rel/x.parquet").unwrap().starts_with("file:///"));
+        assert!(location("  ").is_err());
+        for spelling in ["file:/a", "file:///a", "/a"] {
+            assert_eq!(comparable(spelling), "/a");
+        }
+    }
+
+    #[test]
+    fn field_ids_must_name_the_same_columns() {
+        use outflow_core::schema::{Field, PrimitiveType};
+        let table = Schema::new(vec![
+            Field::required("id", PrimitiveType::Long).with_id(1),
+            Field::optional("name", PrimitiveType::String).with_id(2),
+        ]);
+        let same = Schema::new(vec![Field::required("id", PrimitiveType::Int).with_id(1)]);
+        assert_eq!(ids_match(&same, &table), None);
+        let swapped = Schema::new(vec![Field::required("id", PrimitiveType::Long).with_id(2)]);
+        assert!(
+            ids_match(&swapped, &table)
+                .unwrap()
+                .contains("which is name in the table")
+        );
+        let unknown = Schema::new(vec![Field::required("extra", PrimitiveType::Long).with_id(9)]);
+        assert!(ids_match(&unknown, &table).unwrap().contains("does not have"));
+    }
+
+    #[test]
+    fn files_plan_alike_by_what_the_planner_weighs() {
+        use outflow_core::schema::{Field, PrimitiveType};
+        let schema = Schema::new(vec![Field::optional("a", PrimitiveType::Long)]);
+        let a = InputSchema::new(schema.clone()).with_null_count("a", 3);
+        let b = InputSchema::new(schema.clone()).with_null_count("a", 7);
+        let c = InputSchema::new(schema.clone()).with_null_count("a", 0);
+        let unknown = InputSchema::new(schema);
+        assert!(plans_alike(&a, &b) && evidence_hash(&a) == evidence_hash(&b));
+        assert!(!plans_alike(&a, &c) && evidence_hash(&a) != evidence_hash(&c));
+        assert!(!plans_alike(&a, &unknown) && !plans_alike(&unknown, &a));
+    }
+}
