@@ -13,7 +13,8 @@
 # why the default is not the 1,000 of the issue (64 GiB). The page cache is warm in every
 # run (the files were just written); each measurement is one run, reported as is.
 #
-# Output: a table on stdout, and .cache/bench/add_files/results.jsonl. Needs the readers'
+# Output: a table on stdout, .cache/bench/add_files/results.jsonl, and the chart
+# docs/bench/add_files.{json,svg}. Needs the readers'
 # Python venv (scripts/setup/readers.sh), and builds the release example into the shared
 # target directory. Files are deleted at the end unless --keep.
 set -euo pipefail
@@ -96,7 +97,7 @@ if [[ $LARGE -gt 0 ]]; then
 fi
 
 # The table: seconds per set and size, files per second, and the ratios.
-"$PY" - "$RESULTS" <<'EOF'
+"$PY" - "$RESULTS" "$REPO/docs/bench/add_files.json" <<'EOF'
 import json, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -109,4 +110,17 @@ for (kind, n), m in sorted(rows.items()):
     vs_py = f"{p / o:.1f}x" if o and p else "-"
     vs_f = f"{o / f:.2f}x" if o and f else "-"
     print(f"{kind:<6} {n:>7} {f or '-':>10} {o or '-':>10} {p or '-':>12} {speed:>16} {vs_py:>13} {vs_f:>11}")
+
+# The chart's data (docs/bench/add_files.json): the largest small-file set measured.
+small = sorted(n for kind, n in rows if kind == "small")
+if small:
+    n = small[-1]
+    m = rows[("small", n)]
+    names = {"add": "outflow", "pyiceberg": "pyiceberg", "footers": "bare footer reads"}
+    peers = [{"peer": names[k], "files": n, "seconds": m[k], "files_per_s": round(n / m[k])}
+             for k in ("add", "pyiceberg", "footers") if m.get(k)]
+    with open(sys.argv[2], "w") as out:
+        json.dump({"title": f"Iceberg AddFiles, {n:,} small Parquet files", "unit": "files/s",
+                   "peers": peers}, out, indent=1)
 EOF
+"$PY" "$HERE/charts.py"

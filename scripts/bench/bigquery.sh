@@ -76,7 +76,7 @@ run "outflow at-least-once" outflow_alo "$BENCH" --mode write --method at_least_
 run "outflow exactly-once" outflow_eo "$BENCH" --mode write --method exactly_once --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table outflow_eo
 run "python default stream" python_default "$PY" "$TOOL" write --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table python_default
 
-"$PY" - "$RESULTS" "$ROWS" <<'PYEOF'
+"$PY" - "$RESULTS" "$ROWS" "$REPO/docs/bench/bigquery.json" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {r["label"]: r for r in rows}
@@ -96,4 +96,13 @@ print(f"outflow/python rows/s, writing (at-least-once vs default stream): {ratio
 print(f"outflow/python rows/s, writing (exactly-once vs default stream):  {ratio('outflow exactly-once', 'python default stream', 'rows_per_s'):.2f}x")
 print(f"outflow/python rows/s, building requests only:                    {ratio('outflow encode only', 'python encode only', 'rows_per_s'):.2f}x")
 print(f"python/outflow peak RSS, writing (at-least-once):                 {ratio('python default stream', 'outflow at-least-once', 'peak_rss_kib'):.2f}x")
+
+# The chart's data (docs/bench/bigquery.json): the three writers into the emulator.
+peers = [{"peer": label, "rows_per_s": by[label]["rows_per_s"], "seconds": by[label]["seconds"],
+          "peak_rss_mib": round(by[label]["peak_rss_kib"] / 1024, 1)}
+         for label in ("outflow at-least-once", "outflow exactly-once", "python default stream")]
+with open(sys.argv[3], "w") as out:
+    json.dump({"title": f"BigQuery Storage Write API (emulator), {expected:,} rows", "unit": "rows/s",
+               "peers": peers}, out, indent=1)
 PYEOF
+"$PY" "$REPO/scripts/bench/charts.py"

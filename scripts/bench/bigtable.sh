@@ -153,3 +153,23 @@ awk -F'\t' -v rows="$ROWS" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
     echo "|---|---|---|---|---|---|---|---|"
     cat "$RUN/body.md"
 } | tee "$REPORT"
+
+# The chart's data (docs/bench/bigtable.json): each writer's median run.
+python3 - "$RESULTS" "$ROWS" "$REPO/docs/bench/bigtable.json" <<'PYEOF'
+import json, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    writer, _, seconds, rss_kib, *_ = line.rstrip("\n").split("\t")
+    runs.setdefault(writer, []).append((float(seconds), float(rss_kib)))
+rows = int(sys.argv[2])
+peers = []
+for writer in sorted(runs, key=lambda w: (w != "outflow", w)):
+    seconds = statistics.median(s for s, _ in runs[writer])
+    peers.append({"peer": writer, "runs": len(runs[writer]), "seconds": seconds,
+                  "rows_per_s": round(rows / seconds),
+                  "peak_rss_mib": round(max(r for _, r in runs[writer]) / 1024, 1)})
+with open(sys.argv[3], "w") as out:
+    json.dump({"title": f"Bigtable MutateRows (emulator), {rows:,} rows x 5 columns, median run",
+               "unit": "rows/s", "peers": peers}, out, indent=1)
+PYEOF
+python3 "$REPO/scripts/bench/charts.py"

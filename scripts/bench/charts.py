@@ -15,7 +15,7 @@ import os
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(REPO, "docs", "bench")
 
-BAR_H, GAP, LABEL_W, BAR_W, PANEL_GAP = 22, 8, 130, 300, 40
+BAR_H, GAP, LABEL_W, BAR_W, PANEL_GAP = 22, 8, 160, 300, 40
 
 
 def human(value: float, unit: str) -> str:
@@ -49,14 +49,15 @@ def chart(results: dict) -> str:
     key = "rows_per_s" if unit == "rows/s" else "files_per_s"
     height_panel = 12 + len(peers) * (BAR_H + GAP)
     width = LABEL_W + BAR_W + 130
-    height = 40 + 2 * (height_panel + PANEL_GAP)
+    with_memory = any(p.get("peak_rss_mib") for p in peers)
+    height = 40 + (2 if with_memory else 1) * (height_panel + PANEL_GAP)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
         "<style>.h{font-weight:bold}.us{fill:#1f6feb}.peer{fill:#9aa4ae}.l,.v{fill:#222}</style>",
         f'<text x="0" y="16" class="h" font-size="14">{html.escape(results["title"])}</text>',
     ]
     parts += panel(0, 44, f"throughput ({unit}, higher is better)", peers, key, unit)
-    if any(p.get("peak_rss_mib") for p in peers):
+    if with_memory:
         parts += panel(0, 44 + height_panel + PANEL_GAP, "peak memory (lower is better)", peers, "peak_rss_mib", "MiB")
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

@@ -58,8 +58,15 @@ YAML
 size=$(stat -c %s "$csv")
 /usr/bin/time -f '%e %M' -o "$work/time" target/release/outflow run "$work/job.yaml" --quiet --json >"$work/out.json"
 read -r seconds kib <"$work/time"
-rows=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["read"]["rows_read"])' "$work/out.json")
-printf 'outflow run: %s rows, %.2f GiB of CSV in %ss, peak RSS %.1f MiB\n' \
-    "$rows" "$(echo "$size / 1073741824" | bc -l)" "$seconds" "$(echo "$kib / 1024" | bc -l)"
+# Rows read from the CSV and rows the sink committed must agree, or the figures mean nothing.
+read -r rows files < <(python3 -c '
+import json, sys
+out = json.load(open(sys.argv[1]))
+written = out["result"]["destinations"]["bench.trips"]
+if written["rows"] != out["read"]["rows_read"]:
+    sys.exit("rows read %d but %d written" % (out["read"]["rows_read"], written["rows"]))
+print(written["rows"], written["files"])' "$work/out.json")
+printf 'outflow run: %s rows, %.2f GiB of CSV in %ss (%s data files), peak RSS %.1f MiB\n' \
+    "$rows" "$(echo "$size / 1073741824" | bc -l)" "$seconds" "$files" "$(echo "$kib / 1024" | bc -l)"
 printf '{"bench":"cli_csv_memory","bytes":%s,"rows":%s,"seconds":%s,"peak_rss_mib":%.1f}\n' \
     "$size" "$rows" "$seconds" "$(echo "$kib / 1024" | bc -l)"
