@@ -12,7 +12,7 @@ use assert_cmd::cargo::cargo_bin_cmd;
 use predicates::prelude::*;
 use predicates::str::contains;
 
-const SINK: &str = "sink:\n  iceberg: { table: db.t }\n";
+const SINK: &str = "sink:\n  iceberg: { catalog: { type: memory }, table: db.t }\n";
 
 fn outflow() -> assert_cmd::Command {
     let mut cmd = cargo_bin_cmd!("outflow");
@@ -262,6 +262,39 @@ fn check_reads_the_source_through_the_transforms() {
     );
     assert_eq!(doc["read"]["rows_read"], 4);
     assert_eq!(doc["read"]["rows_out"], 3);
+}
+
+#[test]
+fn check_validates_the_sink_options_without_reaching_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("in.csv"), "id,name\n1,a\n").unwrap();
+    let bigtable = "sink:\n  bigtable:\n    project: p\n    instance: i\n    table: t\n    \
+                    endpoint: 127.0.0.1:9\n    table_options: {column_families: [{name: cf}]}\n    \
+                    row_key: id\n    columns: {family: cf}\n";
+    // Valid options and an endpoint where nothing listens: check never connects.
+    let good = job(
+        dir.path(),
+        "good.yaml",
+        &format!("source:\n  path: in.csv\n{bigtable}"),
+    );
+    outflow()
+        .arg("check")
+        .arg(&good)
+        .assert()
+        .success()
+        .stdout(contains("1 rows"));
+
+    let unknown = job(
+        dir.path(),
+        "unknown.yaml",
+        &format!("source:\n  path: in.csv\n{bigtable}    colums: x\n"),
+    );
+    outflow()
+        .arg("check")
+        .arg(&unknown)
+        .assert()
+        .code(2)
+        .stderr(contains("unknown field `colums`").and(contains("sink.bigtable")));
 }
 
 #[test]

@@ -1,14 +1,15 @@
 //! `outflow check JOB.yaml`: the source and transforms of a job, without its sink.
 //!
-//! The sink section must be there but is not read, so a job can be checked before the
-//! sink's credentials or service exist; `outflow plan` is the check of the sink side.
+//! The sink section is parsed and its options validated (an unknown key or a value the
+//! sink's builder refuses is a bad job file), but no sink is built and no service is
+//! reached, so a job can be checked before the sink's credentials or service exist;
+//! `outflow plan` is the check against the destinations themselves.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use indicatif::HumanBytes;
 use outflow_core::Result;
-use serde::de::IgnoredAny;
 use serde_json::json;
 
 use super::Reporter;
@@ -18,6 +19,7 @@ use crate::output::progress::Progress;
 use crate::output::summary::read_line;
 use crate::output::{Paint, Style, columns};
 use crate::run::{Pipeline, ReadStats, read_through};
+use crate::sinks::SinkSpec;
 
 /// Examples for `outflow check --help`.
 pub const AFTER_HELP: &str = "\
@@ -64,7 +66,7 @@ pub async fn execute(args: CheckArgs) -> ExitStatus {
 }
 
 async fn check(file: &JobFile, args: &CheckArgs, reporter: &Reporter) -> Result<()> {
-    let job: Job<IgnoredAny> = file.parse()?;
+    let job: Job<SinkSpec> = file.parse()?;
     let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
     let source = pipeline.source();
     let files: Vec<String> = source.files().iter().map(|f| f.display().to_string()).collect();

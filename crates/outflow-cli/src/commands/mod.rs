@@ -37,7 +37,7 @@ const AFTER_HELP: &str = "\
 Examples:
   outflow run examples/jobs/quickstart.yaml    run a job
   outflow plan job.yaml                        what a run would do to each table
-  outflow check job.yaml                       read and transform, write nothing
+  outflow check job.yaml                       read, transform, validate; write nothing
   outflow run job.yaml --json --quiet > out.json
 
 Logs: set OUTFLOW_LOG (e.g. OUTFLOW_LOG=debug) for diagnostics on stderr.";
@@ -61,8 +61,9 @@ pub enum Command {
     /// hit), changing nothing.
     #[command(after_help = plan::AFTER_HELP)]
     Plan(plan::PlanArgs),
-    /// Read the source through the transforms and write nothing: the files, the schema the
-    /// sink would receive, and the rows; finds bad rows before a run does.
+    /// Read the source through the transforms and validate the sink's options, reaching no
+    /// service and writing nothing: the files, the schema the sink would receive, and the
+    /// rows; finds bad rows and bad options before a run does.
     #[command(after_help = check::AFTER_HELP)]
     Check(check::CheckArgs),
     /// Iceberg tables: register existing Parquet files (`outflow iceberg add-files`).
