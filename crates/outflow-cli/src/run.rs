@@ -341,16 +341,6 @@ fn create_dead_letter(path: &Path) -> Result<File> {
     })
 }
 
-/// One line of the dead-letter file. Every key is always present (`null` when the sink
-/// did not say), so readers need no schema inference.
-#[derive(Serialize)]
-struct DeadLetterLine<'a> {
-    destination: &'a str,
-    index: Option<u64>,
-    record: Option<&'a serde_json::Value>,
-    reason: &'a str,
-}
-
 fn write_dead_letter(path: &Path, file: File, failed: &[FailedRecord]) -> Result<u64> {
     let io = |e: std::io::Error| {
         Error::invalid_input(format!(
@@ -361,14 +351,7 @@ fn write_dead_letter(path: &Path, file: File, failed: &[FailedRecord]) -> Result
     };
     let mut out = BufWriter::new(file);
     for record in failed {
-        let line = DeadLetterLine {
-            destination: &record.destination,
-            index: record.index,
-            record: record.record.as_ref(),
-            reason: &record.reason,
-        };
-        serde_json::to_writer(&mut out, &line).map_err(|e| io(e.into()))?;
-        out.write_all(b"\n").map_err(io)?;
+        writeln!(out, "{}", record.dead_letter_line()).map_err(io)?;
     }
     out.flush().map_err(io)?;
     Ok(failed.len() as u64)

@@ -33,6 +33,21 @@ pub struct FailedRecord {
     pub reason: String,
 }
 
+impl FailedRecord {
+    /// The record as one line of a dead-letter file (NDJSON, without the newline): every
+    /// key always present (`null` when the sink did not say), so readers need no schema
+    /// inference. `outflow run` and the DataFusion tables write the same lines.
+    pub fn dead_letter_line(&self) -> String {
+        serde_json::json!({
+            "destination": self.destination,
+            "index": self.index,
+            "record": self.record,
+            "reason": self.reason,
+        })
+        .to_string()
+    }
+}
+
 /// What a sink wrote to one destination.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DestinationStats {
@@ -259,6 +274,21 @@ mod tests {
         assert_eq!(total.failed.len(), 1);
         let json = serde_json::to_string(&total).unwrap();
         assert_eq!(serde_json::from_str::<WriteResult>(&json).unwrap(), total);
+    }
+
+    #[test]
+    fn dead_letter_lines_carry_every_key() {
+        let failed = FailedRecord {
+            destination: "db.t".into(),
+            index: None,
+            record: Some(serde_json::json!({"id": 1})),
+            reason: "id is odd".into(),
+        };
+        let line: serde_json::Value = serde_json::from_str(&failed.dead_letter_line()).unwrap();
+        assert_eq!(
+            line,
+            serde_json::json!({"destination": "db.t", "index": null, "record": {"id": 1}, "reason": "id is odd"})
+        );
     }
 
     #[test]
