@@ -217,6 +217,17 @@ fn shape_list<O: OffsetSizeTrait>(
     list: &GenericListArray<O>,
 ) -> Result<(FieldRef, ArrayRef)> {
     let (element, values) = shape(element, list.values())?;
+    relist(field, list, element, values)
+}
+
+/// `list` with its elements replaced by `values` of field `element`, and its field
+/// retyped to match: what every reshaping step does to a list once its elements are done.
+fn relist<O: OffsetSizeTrait>(
+    field: &FieldRef,
+    list: &GenericListArray<O>,
+    element: FieldRef,
+    values: ArrayRef,
+) -> Result<(FieldRef, ArrayRef)> {
     let out = GenericListArray::<O>::try_new(
         element.clone(),
         list.offsets().clone(),
@@ -333,21 +344,7 @@ fn align_list<O: OffsetSizeTrait>(
     path: &str,
 ) -> Result<(FieldRef, ArrayRef)> {
     let (element, values) = align_record(element, list.values(), table, drop_unknown, path)?;
-    let out = GenericListArray::<O>::try_new(
-        element.clone(),
-        list.offsets().clone(),
-        values,
-        list.nulls().cloned(),
-    )?;
-    let data_type = if O::IS_LARGE {
-        DataType::LargeList(element)
-    } else {
-        DataType::List(element)
-    };
-    Ok((
-        Arc::new(field.as_ref().clone().with_data_type(data_type)),
-        Arc::new(out),
-    ))
+    relist(field, list, element, values)
 }
 
 /// Where a batch holds nulls: for each column path (lists' elements as `element`, as in the

@@ -50,7 +50,7 @@ use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -236,7 +236,7 @@ fn outflow_error(e: outflow_core::Error) -> DataFusionError {
 }
 
 /// One JSON line per failed record, as `outflow run` writes them.
-fn append_dead_letter(path: &PathBuf, result: &WriteResult) -> std::io::Result<()> {
+fn append_dead_letter(path: &Path, result: &WriteResult) -> std::io::Result<()> {
     if result.failed.is_empty() {
         return Ok(());
     }
