@@ -476,11 +476,13 @@ impl IcebergCatalog {
             .namespace_exists(namespace)
             .await
             .doing(format_args!("checking namespace {}", namespace.join(".")))?;
-        if !exists {
-            match self.inner.create_namespace(namespace, HashMap::new()).await {
-                Ok(_) => {}
-                Err(e) if e.kind() == iceberg::ErrorKind::NamespaceAlreadyExists => {}
-                Err(e) => return Err(e).doing(format_args!("creating namespace {}", namespace.join("."))),
+        if !exists && let Err(e) = self.inner.create_namespace(namespace, HashMap::new()).await {
+            // Writers racing to create it: the SQL catalog reports the loser as a unique
+            // constraint violation, not as NamespaceAlreadyExists, so look again.
+            let created_by_another = e.kind() == iceberg::ErrorKind::NamespaceAlreadyExists
+                || self.inner.namespace_exists(namespace).await.unwrap_or(false);
+            if !created_by_another {
+                return Err(e).doing(format_args!("creating namespace {}", namespace.join(".")));
             }
         }
         let creation = TableCreation::builder()
@@ -498,7 +500,11 @@ impl IcebergCatalog {
             Err(e) if e.kind() == iceberg::ErrorKind::TableAlreadyExists => {
                 Ok((self.require_table(ident).await?, false))
             }
-            Err(e) => Err(e).doing(format_args!("creating table {}", table_name(ident))),
+            // As for namespaces: a lost race may surface as a constraint violation.
+            Err(e) => match self.load_table(ident).await {
+                Ok(Some(table)) => Ok((table, false)),
+                _ => Err(e).doing(format_args!("creating table {}", table_name(ident))),
+            },
         }
     }
 

@@ -50,6 +50,34 @@ pub struct DataCommit {
     pub partition_spec_id: i32,
 }
 
+impl DataCommit {
+    /// A commit of `files` to `table` whose commit id is derived from the table, the kind
+    /// and every file (path and row count), in any order: the same files make the same id.
+    pub fn of_files(
+        table: &str,
+        kind: SnapshotKind,
+        files: Vec<DataFile>,
+        partition_spec_id: i32,
+    ) -> DataCommit {
+        let label = match kind {
+            SnapshotKind::Append => "append",
+            SnapshotKind::Overwrite => "overwrite",
+        };
+        DataCommit {
+            kind,
+            commit_id: commit_id_for(
+                &format!("{label}:{table}"),
+                files
+                    .iter()
+                    .map(|f| format!("{}:{}", f.file_path(), f.record_count())),
+            ),
+            files,
+            files_per_manifest: 0,
+            partition_spec_id,
+        }
+    }
+}
+
 /// How a data commit ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CommitOutcome {

@@ -7,6 +7,8 @@
 //! - [`catalog`]: SQL-on-SQLite (the embedded default), in-memory and REST catalogs, and the
 //!   atomic commit path Outflow uses on each.
 //! - [`commit`]: snapshots with idempotent commit ids, overwrite, schema commits.
+//! - [`staged`]: data files written by many writers and committed once by one committer,
+//!   the two halves of a distributed write (DataFusion, Ballista).
 //! - [`add_files`]: [`AddFiles`] registers existing Parquet files into a table, evolving its
 //!   schema, with metrics and partition values from their footers.
 #![deny(missing_docs)]
@@ -20,9 +22,11 @@ pub mod convert;
 pub mod options;
 pub mod partition;
 pub mod sink;
+pub mod staged;
 
 pub use add_files::{AddFiles, AddFilesOptions, AddFilesResult};
 pub use catalog::{CatalogConfig, IcebergCatalog};
 pub use options::{IcebergSinkOptions, IcebergSinkOptionsBuilder};
 pub use partition::{PartitionField, SortField};
 pub use sink::{IcebergDestinations, IcebergSink, PendingCommit};
+pub use staged::{StagedFiles, commit_staged};

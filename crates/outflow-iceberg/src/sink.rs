@@ -43,13 +43,13 @@ use parquet::file::properties::WriterProperties;
 
 use crate::catalog::IcebergCatalog;
 use crate::commit::{
-    CommitOutcome, DataCommit, SnapshotKind, commit_data, commit_id_for, commit_schema, name_mapping,
-    updated_name_mapping,
+    CommitOutcome, DataCommit, SnapshotKind, commit_data, commit_schema, name_mapping, updated_name_mapping,
 };
 use crate::convert::{from_iceberg_schema, parse_table_ident, table_name, to_iceberg_schema};
 use crate::error::IcebergResultExt;
 use crate::options::IcebergSinkOptions;
 use crate::partition::{partition_spec, sort_order};
+use crate::staged::StagedFiles;
 
 /// How many times a schema commit is re-planned after losing a race before giving up.
 const SCHEMA_COMMIT_ATTEMPTS: usize = 5;
@@ -646,22 +646,12 @@ impl TableWriter {
         } else {
             SnapshotKind::Append
         };
-        let label = match kind {
-            SnapshotKind::Append => "append",
-            SnapshotKind::Overwrite => "overwrite",
-        };
-        let commit = DataCommit {
+        let commit = DataCommit::of_files(
+            &self.name,
             kind,
-            commit_id: commit_id_for(
-                &format!("{label}:{}", self.name),
-                self.pending
-                    .iter()
-                    .map(|f| format!("{}:{}", f.file_path(), f.record_count())),
-            ),
-            files: self.pending.clone(),
-            files_per_manifest: 0,
-            partition_spec_id: self.table.metadata().default_partition_spec_id(),
-        };
+            self.pending.clone(),
+            self.table.metadata().default_partition_spec_id(),
+        );
         Ok(Some(PendingCommit {
             table: self.name.clone(),
             ident: self.ident.clone(),
@@ -735,6 +725,45 @@ impl IcebergSink {
         Ok(outcome)
     }
 
+    /// Closes every open data file and hands all files over uncommitted, with what was
+    /// written and rejected: the writer's half of a distributed write, whose committer calls
+    /// [`commit_staged`](crate::staged::commit_staged) once for all writers. The sink is
+    /// closed after; nothing it wrote is committed by it.
+    pub async fn stage(&mut self) -> Result<(Vec<StagedFiles>, WriteResult)> {
+        if self.closed {
+            return Err(Error::new(ErrorKind::InvalidInput, "the Iceberg sink is closed"));
+        }
+        self.include_truncated_table().await?;
+        let mut staged = Vec::new();
+        let mut result = std::mem::take(&mut self.result);
+        for writer in self.tables.values_mut() {
+            if let Some(pending) = writer.prepare_commit().await? {
+                staged.push(StagedFiles::of(&writer.table, &pending)?);
+            }
+            writer.pending.clear();
+            result.record(&writer.name, std::mem::take(&mut writer.stats));
+        }
+        self.closed = true;
+        Ok((staged, result))
+    }
+
+    /// A fixed table under truncate is emptied even when no row arrived: gives it a writer.
+    async fn include_truncated_table(&mut self) -> Result<()> {
+        if self.options.write_disposition == WriteDisposition::Truncate
+            && let Some(name) = self.options.table.fixed().map(str::to_string)
+            && !self.tables.contains_key(&name)
+        {
+            let ident = parse_table_ident(&name)?;
+            if let Some(table) = self.catalog.load_table(&ident).await? {
+                self.tables.insert(
+                    name.clone(),
+                    TableWriter::new(&name, table, WriteDisposition::Truncate, &self.writer_id)?,
+                );
+            }
+        }
+        Ok(())
+    }
+
     async fn flush_tables(&mut self) -> Result<()> {
         for pending in self.prepare_commits().await? {
             self.commit(&pending).await?;
@@ -770,19 +799,7 @@ impl Sink for IcebergSink {
         if self.closed {
             return Ok(self.result.clone());
         }
-        // A fixed table under truncate is emptied even when no row arrived.
-        if self.options.write_disposition == WriteDisposition::Truncate
-            && let Some(name) = self.options.table.fixed().map(str::to_string)
-            && !self.tables.contains_key(&name)
-        {
-            let ident = parse_table_ident(&name)?;
-            if let Some(table) = self.catalog.load_table(&ident).await? {
-                self.tables.insert(
-                    name.clone(),
-                    TableWriter::new(&name, table, WriteDisposition::Truncate, &self.writer_id)?,
-                );
-            }
-        }
+        self.include_truncated_table().await?;
         self.flush_tables().await?;
         self.closed = true;
         Ok(self.result.clone())

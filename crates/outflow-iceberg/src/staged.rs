@@ -1,0 +1,154 @@
+//! Data files written by many writers and committed once, by one committer: the two halves
+//! of a distributed write (one statement on several DataFusion partitions or Ballista
+//! executors).
+//!
+//! A writer ends with [`IcebergSink::stage`](crate::IcebergSink::stage) instead of `close`:
+//! its data files are closed and described as [`StagedFiles`] (serde, each data file in
+//! Iceberg's own JSON form, so they can cross processes), and nothing is committed. The
+//! committer gathers every writer's staged files and calls [`commit_staged`]: one snapshot
+//! per table holding all of them, with a commit id derived from all of them. A committer
+//! that is retried with the same files (a rerun task) finds that id in the table and
+//! commits nothing twice; files of writers that failed and were rerun are never staged, so
+//! they are never committed.
+
+use std::collections::BTreeMap;
+
+use iceberg::spec::{DataFile, deserialize_data_file_from_json, serialize_data_file_to_json};
+use iceberg::table::Table;
+use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::IcebergCatalog;
+use crate::commit::{CommitOutcome, DataCommit, SnapshotKind, commit_data};
+use crate::convert::parse_table_ident;
+use crate::error::IcebergResultExt;
+use crate::sink::PendingCommit;
+
+/// One writer's uncommitted data files for one table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StagedFiles {
+    /// The table, as routed (`ns.table`).
+    pub table: String,
+    /// Whether the table's rows are to be replaced (`write_disposition: truncate`).
+    pub overwrite: bool,
+    /// The partition spec the files were written for.
+    pub partition_spec_id: i32,
+    /// The data files, each as Iceberg's JSON form of a `DataFile`.
+    pub data_files: Vec<String>,
+}
+
+impl StagedFiles {
+    /// Describes a prepared commit of `table` for a committer elsewhere.
+    pub(crate) fn of(table: &Table, pending: &PendingCommit) -> Result<StagedFiles> {
+        let metadata = table.metadata();
+        let spec_id = pending.commit.partition_spec_id;
+        let partition_type = metadata
+            .partition_spec_by_id(spec_id)
+            .ok_or_else(|| Error::internal(format!("{} has no partition spec {spec_id}", pending.table)))?
+            .partition_type(metadata.current_schema())
+            .doing("typing the partition")?;
+        let data_files = pending
+            .commit
+            .files
+            .iter()
+            .map(|file| {
+                serialize_data_file_to_json(file.clone(), &partition_type, metadata.format_version())
+                    .doing(format_args!("describing data file {}", file.file_path()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(StagedFiles {
+            table: pending.table.clone(),
+            overwrite: pending.commit.kind == SnapshotKind::Overwrite,
+            partition_spec_id: spec_id,
+            data_files,
+        })
+    }
+
+    /// Rows in these files, from their descriptions.
+    pub fn record_count(&self) -> u64 {
+        self.data_files
+            .iter()
+            .filter_map(|json| serde_json::from_str::<serde_json::Value>(json).ok())
+            .filter_map(|file| file.get("record_count").and_then(|n| n.as_u64()))
+            .sum()
+    }
+}
+
+/// How one table's commit of staged files ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedCommit {
+    /// The table.
+    pub table: String,
+    /// Data files in the snapshot.
+    pub files: usize,
+    /// A new snapshot, or the one an earlier attempt made.
+    pub outcome: CommitOutcome,
+}
+
+/// Commits every writer's staged files: one snapshot per table, an overwrite when any
+/// writer staged one, idempotent by a commit id derived from all the files.
+pub async fn commit_staged(
+    catalog: &IcebergCatalog,
+    staged: &[StagedFiles],
+    retry: &RetryPolicy,
+) -> Result<Vec<StagedCommit>> {
+    let mut by_table: BTreeMap<&str, Vec<&StagedFiles>> = BTreeMap::new();
+    for part in staged {
+        by_table.entry(part.table.as_str()).or_default().push(part);
+    }
+    let mut out = Vec::new();
+    for (name, parts) in by_table {
+        let ident = parse_table_ident(name)?;
+        let table = catalog.require_table(&ident).await?;
+        let spec_id = parts[0].partition_spec_id;
+        if let Some(other) = parts.iter().find(|p| p.partition_spec_id != spec_id) {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "writers of {name} wrote for partition specs {spec_id} and {}; one commit \
+                     holds files of one spec",
+                    other.partition_spec_id
+                ),
+            )
+            .with_context("table", name.to_string()));
+        }
+        let files = read_files(&table, spec_id, &parts)?;
+        let kind = if parts.iter().any(|p| p.overwrite) {
+            SnapshotKind::Overwrite
+        } else {
+            SnapshotKind::Append
+        };
+        if files.is_empty() && kind == SnapshotKind::Append {
+            continue;
+        }
+        let count = files.len();
+        let commit = DataCommit::of_files(name, kind, files, spec_id);
+        let outcome = commit_data(catalog, &ident, &commit, retry).await?;
+        out.push(StagedCommit {
+            table: name.to_string(),
+            files: count,
+            outcome,
+        });
+    }
+    Ok(out)
+}
+
+fn read_files(table: &Table, spec_id: i32, parts: &[&StagedFiles]) -> Result<Vec<DataFile>> {
+    let metadata = table.metadata();
+    let schema = metadata.current_schema();
+    let partition_type = metadata
+        .partition_spec_by_id(spec_id)
+        .ok_or_else(|| Error::not_found("partition spec", spec_id.to_string()))?
+        .partition_type(schema)
+        .doing("typing the partition")?;
+    let mut files = Vec::new();
+    for part in parts {
+        for json in &part.data_files {
+            files.push(
+                deserialize_data_file_from_json(json, spec_id, &partition_type, schema)
+                    .doing(format_args!("reading a staged data file of {}", part.table))?,
+            );
+        }
+    }
+    Ok(files)
+}
