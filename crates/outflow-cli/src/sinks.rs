@@ -9,13 +9,13 @@
 //!
 //! A sink crate `outflow-foo` with options type `FooSinkOptions` (serde, `deny_unknown_fields`,
 //! the field docs being the user docs, secrets kept out of its `Debug`) plugs in with three
-//! small changes, all in this crate:
+//! small changes:
 //!
-//! 1. `Cargo.toml`: `outflow-foo.workspace = true`.
-//! 2. Here: a variant `Foo(outflow_foo::FooSinkOptions)` in [`SinkSpec`] (its serde name,
-//!    `foo`, is the key under `sink:`), its name in [`SinkSpec::name`], and an arm in
-//!    [`SinkSpec::build`] that builds the sink (which validates the options) and returns
-//!    the writer, the preparer and the destination. For Iceberg (tried against
+//! 1. `Cargo.toml` of this crate and of `outflow-datafusion`: `outflow-foo.workspace = true`.
+//! 2. In `outflow-datafusion`, a variant `Foo(outflow_foo::FooSinkOptions)` in [`SinkSpec`]
+//!    (its serde name, `foo`, is the key under `sink:`), its name in `SinkSpec::name` and an
+//!    arm in `SinkSpec::open`; here, an arm in [`build`] that builds the sink (which
+//!    validates the options) and returns the writer, the preparer and the destination. For Iceberg (tried against
 //!    `outflow-iceberg` as committed; `_ctx` becomes `ctx` once an arm uses it):
 //!    ```ignore
 //!    SinkSpec::Iceberg(options) => {
@@ -42,70 +42,47 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use outflow_core::{Destination, PrepareDestination, Result, Sink};
-use serde::Deserialize;
 
 /// The `sink` section: exactly one sink, keyed by its name (`iceberg`, `bigquery`,
-/// `bigtable`), holding exactly the options of that sink's builder.
-///
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SinkSpec {
-    /// Apache Iceberg (`outflow-iceberg`; options in docs/iceberg.md).
-    Iceberg(Box<outflow_iceberg::IcebergSinkOptions>),
-    /// Google BigQuery (`outflow-bigquery`; options in docs/bigquery.md).
-    #[serde(rename = "bigquery")]
-    BigQuery(Box<outflow_bigquery::BigQuerySinkOptions>),
-    /// Google Cloud Bigtable (`outflow-bigtable`; options in docs/bigtable.md).
-    Bigtable(Box<outflow_bigtable::BigtableSinkBuilder>),
-}
+/// `bigtable`). Defined with the engine integration, which sends it to other processes.
+pub use outflow_datafusion::SinkSpec;
 
-impl SinkSpec {
-    /// The sink's name as written under `sink:`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            SinkSpec::Iceberg(_) => "iceberg",
-            SinkSpec::BigQuery(_) => "bigquery",
-            SinkSpec::Bigtable(_) => "bigtable",
+/// Validates the options and builds the sink, without writing anything (`outflow plan`
+/// builds the sink too). Option errors are
+/// [`ErrorKind::InvalidConfig`](outflow_core::ErrorKind::InvalidConfig) naming the
+/// field, which the command line reports as a bad job file.
+pub async fn build(spec: &SinkSpec, ctx: &SinkContext<'_>) -> Result<BuiltSink> {
+    match spec {
+        SinkSpec::Iceberg(options) => {
+            let mut options = options.as_ref().clone();
+            options.catalog = options.catalog.relative_to(ctx.base_dir);
+            let sink = outflow_iceberg::IcebergSink::connect(options.clone()).await?;
+            Ok(BuiltSink {
+                destination: options.table.clone(),
+                preparer: Arc::new(sink.destinations()),
+                sink: Box::new(sink),
+            })
         }
-    }
-
-    /// Validates the options and builds the sink, without writing anything (`outflow plan`
-    /// builds the sink too). Option errors are
-    /// [`ErrorKind::InvalidConfig`](outflow_core::ErrorKind::InvalidConfig) naming the
-    /// field, which the command line reports as a bad job file.
-    pub async fn build(&self, ctx: &SinkContext<'_>) -> Result<BuiltSink> {
-        match self {
-            SinkSpec::Iceberg(options) => {
-                let mut options = options.as_ref().clone();
-                options.catalog = options.catalog.relative_to(ctx.base_dir);
-                let sink = outflow_iceberg::IcebergSink::connect(options.clone()).await?;
-                Ok(BuiltSink {
-                    destination: options.table.clone(),
-                    preparer: Arc::new(sink.destinations()),
-                    sink: Box::new(sink),
-                })
-            }
-            SinkSpec::BigQuery(options) => {
-                let sink = outflow_bigquery::BigQuerySink::builder(options.as_ref().clone())
-                    .build()
-                    .await?;
-                Ok(BuiltSink {
-                    destination: sink.destination().clone(),
-                    preparer: Arc::new(sink.preparer()),
-                    sink: Box::new(sink),
-                })
-            }
-            SinkSpec::Bigtable(builder) => {
-                // The Bigtable sink is its own preparer; a second instance prepares, so
-                // that the runner can hold one to write and share the other.
-                let preparer = builder.as_ref().clone().build()?;
-                let sink = builder.as_ref().clone().build()?;
-                Ok(BuiltSink {
-                    destination: sink.destination().clone(),
-                    preparer: Arc::new(preparer),
-                    sink: Box::new(sink),
-                })
-            }
+        SinkSpec::BigQuery(options) => {
+            let sink = outflow_bigquery::BigQuerySink::builder(options.as_ref().clone())
+                .build()
+                .await?;
+            Ok(BuiltSink {
+                destination: sink.destination().clone(),
+                preparer: Arc::new(sink.preparer()),
+                sink: Box::new(sink),
+            })
+        }
+        SinkSpec::Bigtable(builder) => {
+            // The Bigtable sink is its own preparer; a second instance prepares, so
+            // that the runner can hold one to write and share the other.
+            let preparer = builder.as_ref().clone().build()?;
+            let sink = builder.as_ref().clone().build()?;
+            Ok(BuiltSink {
+                destination: sink.destination().clone(),
+                preparer: Arc::new(preparer),
+                sink: Box::new(sink),
+            })
         }
     }
 }

@@ -20,7 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::{python, repo_root, require_env, run, run_json};
+use crate::{free_port, python, repo_root, require_env, run, run_json};
 
 /// `host:port` of the emulator `scripts/servers/bigtable.sh` started.
 pub fn emulator_host() -> String {
@@ -62,13 +62,6 @@ fn emulator_path() -> PathBuf {
         .find(|l| l.ends_with("/cbtemulator"))
         .map(PathBuf::from)
         .expect("the google-cloud-cli-bigtable-emulator package lists no cbtemulator")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
 }
 
 async fn wait_for_port(port: u16, child: &mut Child, deadline: Duration) -> bool {

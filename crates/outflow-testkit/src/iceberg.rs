@@ -119,6 +119,14 @@ impl TestCatalog {
         py
     }
 
+    /// PyIceberg's counts of a table too large to dump: `rows`, `snapshots`, and for the
+    /// integer `column` its `distinct`, `min`, `max` and `sum`.
+    pub fn column_stats(&self, table: &str, column: &str) -> Value {
+        let mut cmd = self.command(Reader::PyIceberg, "column-stats", table);
+        cmd.arg("--column").arg(column);
+        run_json(&mut cmd)
+    }
+
     /// Has PyIceberg create `table` from a Parquet file's schema (when missing) and append
     /// its rows. `extra` holds further arguments (`--partition-field day(ts)`...).
     pub fn pyiceberg_create_and_append(&self, table: &str, parquet: &Path, extra: &[&str]) -> Value {

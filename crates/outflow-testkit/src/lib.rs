@@ -59,6 +59,14 @@ fn from_env_files(var: &str) -> Option<String> {
     })
 }
 
+/// A loopback port free at the time of the call, for a server the test starts itself.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
 /// A fresh name for a table, dataset or namespace: `prefix` and a random suffix, so
 /// concurrent tests never share one.
 pub fn unique_name(prefix: &str) -> String {

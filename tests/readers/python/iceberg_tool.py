@@ -303,6 +303,27 @@ def cmd_read(args: argparse.Namespace) -> None:
     sys.stdout.write(text + "\n")
 
 
+def cmd_column_stats(args: argparse.Namespace) -> None:
+    """Counts of a large table without dumping its rows: rows, snapshots, and for one
+    integer column its distinct count, min, max and sum (enough to show each id once)."""
+    import pyarrow.compute as pc
+
+    catalog = open_catalog(args, writable=False)
+    table = catalog.load_table(split_identifier(args.table))
+    column = table.scan(selected_fields=(args.column,)).to_arrow().column(args.column)
+    doc = {
+        "table": args.table,
+        "snapshots": len(table.metadata.snapshots),
+        "rows": len(column),
+        "nulls": column.null_count,
+        "distinct": pc.count_distinct(column).as_py(),
+        "min": pc.min(column).as_py(),
+        "max": pc.max(column).as_py(),
+        "sum": pc.sum(column).as_py(),
+    }
+    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+
+
 def parse_partition_field(expr: str):
     """`col`, `identity(col)`, `year(col)`..`hour(col)`, `bucket(N,col)`, `truncate(W,col)`."""
     from pyiceberg import transforms as X
@@ -407,6 +428,11 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("read", help="print the canonical JSON of a table")
     common(p)
     p.set_defaults(func=cmd_read)
+
+    p = sub.add_parser("column-stats", help="rows, and distinct/min/max/sum of one integer column")
+    common(p)
+    p.add_argument("--column", required=True)
+    p.set_defaults(func=cmd_column_stats)
 
     p = sub.add_parser("create-and-append", help="create a table from a Parquet file and append it")
     common(p)

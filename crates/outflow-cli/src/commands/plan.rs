@@ -93,7 +93,7 @@ async fn plan_job(file: &JobFile, quiet: bool) -> Result<(Vec<crate::output::Col
         base_dir: file.dir(),
         schema: &schema,
     };
-    let built = job.sink.build(&context).await?;
+    let built = crate::sinks::build(&job.sink, &context).await?;
     let progress = Progress::on_stderr(quiet);
     let names = destinations(pipeline, &built.destination, &progress).await?;
     let mut plans = Vec::with_capacity(names.len());

@@ -82,7 +82,7 @@ async fn run_job(file: &JobFile, quiet: bool) -> Result<RunReport> {
         base_dir: file.dir(),
         schema: pipeline.output_schema(),
     };
-    let mut built = job.sink.build(&context).await?;
+    let mut built = crate::sinks::build(&job.sink, &context).await?;
     let options = RunOptions {
         dead_letter: job.dead_letter.as_deref().map(|p| file.resolve(p)),
     };

@@ -1,0 +1,351 @@
+//! The physical plan of a statement into a spec-built table: writers, then one commit.
+//!
+//! ```text
+//! SinkCommitExec                 one partition: commits once, returns the count row
+//!   CoalescePartitionsExec       (on Ballista: a stage boundary, the writers' reports shuffled)
+//!     SinkWriterExec             one sink per input partition, each with its own batching,
+//!       <the query>              retries and data files; returns one report row
+//! ```
+//!
+//! A writer's report is one row holding JSON: what its sink wrote and rejected, and for
+//! Iceberg the data files it closed but did not commit ([`StagedFiles`]). The commit node
+//! reads every report, commits all staged files in one snapshot per table (idempotent by a
+//! commit id derived from the files, so a rerun commit task changes nothing), adds the
+//! results up and answers with `count` (rows written) and `failed` (rows rejected).
+//!
+//! Both nodes hold only serde data (the [`SinkSpec`], the table schema), so
+//! [`crate::codec`] sends them to other processes.
+
+use std::any::Any;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{Distribution, EquivalenceProperties};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning, PlanProperties,
+    execute_input_stream,
+};
+use futures::StreamExt;
+use outflow_core::WriteResult;
+use outflow_iceberg::StagedFiles;
+use serde::{Deserialize, Serialize};
+
+use crate::SinkSpec;
+use crate::statement::{finish_statement, outflow_error};
+
+/// What one writer partition did: its sink's result, and for Iceberg its uncommitted files.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WriterReport {
+    /// Rows written per destination, and the records the sink rejected.
+    pub result: WriteResult,
+    /// Iceberg data files closed but not committed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staged: Vec<StagedFiles>,
+}
+
+const REPORT_COLUMN: &str = "report";
+
+fn report_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new(
+        REPORT_COLUMN,
+        DataType::Utf8,
+        false,
+    )]))
+}
+
+/// The answer to a statement: rows written and rows rejected.
+pub fn count_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("count", DataType::UInt64, false),
+        Field::new("failed", DataType::UInt64, false),
+    ]))
+}
+
+/// Writes each input partition through a sink of its own, built from the spec; emits one
+/// report row per partition. Iceberg sinks stage their files instead of committing them.
+#[derive(Debug)]
+pub struct SinkWriterExec {
+    input: Arc<dyn ExecutionPlan>,
+    spec: Arc<SinkSpec>,
+    /// The table's schema: what every batch is checked against (nulls in required columns).
+    table_schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl SinkWriterExec {
+    /// Writers over `input`'s partitions for a table of `table_schema`.
+    pub fn new(input: Arc<dyn ExecutionPlan>, spec: Arc<SinkSpec>, table_schema: SchemaRef) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(report_schema()),
+            Partitioning::UnknownPartitioning(input.output_partitioning().partition_count()),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        SinkWriterExec {
+            input,
+            spec,
+            table_schema,
+            properties: Arc::new(properties),
+        }
+    }
+
+    /// The sink each partition opens.
+    pub fn spec(&self) -> &SinkSpec {
+        &self.spec
+    }
+
+    /// The table's schema.
+    pub fn table_schema(&self) -> &SchemaRef {
+        &self.table_schema
+    }
+}
+
+impl DisplayAs for SinkWriterExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SinkWriterExec: sink={}", self.spec.name())
+    }
+}
+
+impl ExecutionPlan for SinkWriterExec {
+    fn name(&self) -> &'static str {
+        "SinkWriterExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [input] = <[_; 1]>::try_from(children)
+            .map_err(|_| DataFusionError::Internal("SinkWriterExec has one input".to_string()))?;
+        Ok(Arc::new(SinkWriterExec::new(
+            input,
+            self.spec.clone(),
+            self.table_schema.clone(),
+        )))
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let data = execute_input_stream(self.input.clone(), self.table_schema.clone(), partition, context)?;
+        let spec = self.spec.clone();
+        let stream = futures::stream::once(async move {
+            let report = write_partition(&spec, data).await?;
+            let json = serde_json::to_string(&report)
+                .map_err(|e| DataFusionError::Internal(format!("describing a writer's report: {e}")))?;
+            let column = Arc::new(StringArray::from(vec![json])) as ArrayRef;
+            Ok(RecordBatch::try_new(report_schema(), vec![column])?)
+        })
+        .boxed();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(report_schema(), stream)))
+    }
+}
+
+/// Writes one partition; any error returns before the sink is closed (or staged), so none
+/// of its rows are committed.
+async fn write_partition(spec: &SinkSpec, mut data: SendableRecordBatchStream) -> Result<WriterReport> {
+    if let SinkSpec::Iceberg(options) = spec {
+        let mut sink = outflow_iceberg::IcebergSink::connect(options.as_ref().clone())
+            .await
+            .map_err(outflow_error)?;
+        while let Some(batch) = data.next().await {
+            outflow_core::Sink::write(&mut sink, batch?)
+                .await
+                .map_err(outflow_error)?;
+        }
+        let (staged, result) = sink.stage().await.map_err(outflow_error)?;
+        return Ok(WriterReport { result, staged });
+    }
+    let mut sink = spec.open().await.map_err(outflow_error)?;
+    while let Some(batch) = data.next().await {
+        sink.write(batch?).await.map_err(outflow_error)?;
+    }
+    let result = sink.close().await.map_err(outflow_error)?;
+    Ok(WriterReport {
+        result,
+        staged: Vec::new(),
+    })
+}
+
+/// Reads every writer's report, commits Iceberg's staged files once per table, adds the
+/// results up; one partition, one row: `count` and `failed`.
+#[derive(Debug)]
+pub struct SinkCommitExec {
+    input: Arc<dyn ExecutionPlan>,
+    spec: Arc<SinkSpec>,
+    dead_letter: Option<PathBuf>,
+    /// Where the statement's result is left for the caller (in the process that commits).
+    last: Arc<Mutex<Option<WriteResult>>>,
+    properties: Arc<PlanProperties>,
+}
+
+impl SinkCommitExec {
+    /// A commit of the reports `input` carries (one partition).
+    pub fn new(input: Arc<dyn ExecutionPlan>, spec: Arc<SinkSpec>, dead_letter: Option<PathBuf>) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        SinkCommitExec {
+            input,
+            spec,
+            dead_letter,
+            last: Arc::new(Mutex::new(None)),
+            properties: Arc::new(properties),
+        }
+    }
+
+    /// Leaves each statement's result in `last`.
+    pub(crate) fn with_last(mut self, last: Arc<Mutex<Option<WriteResult>>>) -> Self {
+        self.last = last;
+        self
+    }
+
+    /// The sink whose writes are committed.
+    pub fn spec(&self) -> &SinkSpec {
+        &self.spec
+    }
+
+    /// Where failed records are appended, if anywhere.
+    pub fn dead_letter(&self) -> Option<&PathBuf> {
+        self.dead_letter.as_ref()
+    }
+}
+
+impl DisplayAs for SinkCommitExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SinkCommitExec: sink={}", self.spec.name())
+    }
+}
+
+impl ExecutionPlan for SinkCommitExec {
+    fn name(&self) -> &'static str {
+        "SinkCommitExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        vec![Distribution::SinglePartition]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [input] = <[_; 1]>::try_from(children)
+            .map_err(|_| DataFusionError::Internal("SinkCommitExec has one input".to_string()))?;
+        Ok(Arc::new(
+            SinkCommitExec::new(input, self.spec.clone(), self.dead_letter.clone())
+                .with_last(self.last.clone()),
+        ))
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "SinkCommitExec has one partition, not {partition}"
+            )));
+        }
+        let mut reports = self.input.execute(0, context)?;
+        let spec = self.spec.clone();
+        let dead_letter = self.dead_letter.clone();
+        let last = self.last.clone();
+        let stream = futures::stream::once(async move {
+            let mut result = WriteResult::default();
+            let mut staged = Vec::new();
+            while let Some(batch) = reports.next().await {
+                for report in read_reports(&batch?)? {
+                    result.merge(report.result);
+                    staged.extend(report.staged);
+                }
+            }
+            if let SinkSpec::Iceberg(options) = spec.as_ref() {
+                commit_iceberg(options, &staged, &mut result).await?;
+            }
+            let (written, failed) = (result.rows_written(), result.failed.len() as u64);
+            finish_statement(result, dead_letter.as_deref(), &last)?;
+            Ok(RecordBatch::try_new(
+                count_schema(),
+                vec![
+                    Arc::new(UInt64Array::from(vec![written])) as ArrayRef,
+                    Arc::new(UInt64Array::from(vec![failed])) as ArrayRef,
+                ],
+            )?)
+        })
+        .boxed();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(count_schema(), stream)))
+    }
+}
+
+fn read_reports(batch: &RecordBatch) -> Result<Vec<WriterReport>> {
+    let column = batch
+        .column_by_name(REPORT_COLUMN)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| DataFusionError::Internal("a writer report without its report column".to_string()))?;
+    (0..column.len())
+        .map(|row| {
+            serde_json::from_str(column.value(row))
+                .map_err(|e| DataFusionError::Internal(format!("reading a writer's report: {e}")))
+        })
+        .collect()
+}
+
+async fn commit_iceberg(
+    options: &outflow_iceberg::IcebergSinkOptions,
+    staged: &[StagedFiles],
+    result: &mut WriteResult,
+) -> Result<()> {
+    if staged.is_empty() {
+        return Ok(());
+    }
+    let catalog = outflow_iceberg::IcebergCatalog::connect(&options.catalog)
+        .await
+        .map_err(outflow_error)?;
+    let commits = outflow_iceberg::commit_staged(&catalog, staged, &options.commit_retry)
+        .await
+        .map_err(outflow_error)?;
+    for commit in commits {
+        if let outflow_iceberg::commit::CommitOutcome::Committed { .. } = commit.outcome {
+            result.destinations.entry(commit.table).or_default().commits += 1;
+        }
+    }
+    Ok(())
+}
