@@ -19,7 +19,8 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::Result;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use outflow_core::Sink;
-use outflow_core::schema::Schema;
+use outflow_core::EvolutionPlanner;
+use outflow_core::schema::{InputSchema, Schema};
 use outflow_datafusion::{SinkSpec, SinkTable};
 use outflow_iceberg::convert::{parse_table_ident, to_iceberg_schema};
 use outflow_iceberg::{CatalogConfig, IcebergCatalog, IcebergSink, IcebergSinkOptions};
@@ -141,7 +142,10 @@ async fn main() -> Result<()> {
 /// An empty table for iceberg-datafusion, which writes only into existing tables.
 async fn create_table(config: &CatalogConfig, schema: &SchemaRef) -> IcebergCatalog {
     let catalog = IcebergCatalog::connect(config).await.expect("catalog");
-    let iceberg = to_iceberg_schema(&Schema::from_arrow(schema).expect("schema"), 0).expect("schema");
+    // The planner numbers the fields, as it does when a sink creates a table.
+    let input = InputSchema::new(Schema::from_arrow(schema).expect("schema"));
+    let plan = EvolutionPlanner::new(&Default::default()).plan(&[input]);
+    let iceberg = to_iceberg_schema(plan.schema.as_ref().expect("a schema"), 0).expect("schema");
     catalog
         .create_table(
             &parse_table_ident(TABLE).unwrap(),
