@@ -130,4 +130,17 @@ fn ensure_table_creates_then_adds_only_missing_families() {
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, "column_families: []\n").unwrap();
     base(&bad).assert().code(2).stderr(contains("column_families"));
+    // With --json, the error is also one document on stdout, as every subcommand writes it.
+    let out = base(&bad)
+        .arg("--json")
+        .assert()
+        .code(2)
+        .stderr(contains("error:"));
+    let doc: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(doc["status"], "usage");
+    assert_eq!(doc["exit_code"], 2);
+    assert!(
+        doc["error"].as_str().unwrap().contains("column_families"),
+        "{doc}"
+    );
 }

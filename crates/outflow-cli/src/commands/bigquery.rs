@@ -106,18 +106,7 @@ pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
                 ExitStatus::Failed
             }
         }
-        Err(err) => {
-            let status = ExitStatus::of(&err);
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"status": status.as_str(), "error": err.to_string()})
-                );
-            } else {
-                eprintln!("error: {err}");
-            }
-            status
-        }
+        Err(err) => super::fail_command(&err, json),
     }
 }
 

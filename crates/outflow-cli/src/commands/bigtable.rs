@@ -101,18 +101,7 @@ pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
                 ExitStatus::Ok
             }
         }
-        Err(err) => {
-            let status = ExitStatus::of(&err);
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"status": status.as_str(), "error": err.to_string()})
-                );
-            } else {
-                eprintln!("error: {err}");
-            }
-            status
-        }
+        Err(err) => super::fail_command(&err, json),
     }
 }
 

@@ -147,17 +147,7 @@ pub async fn execute_add_files(args: AddFilesArgs) -> ExitStatus {
             }
             status
         }
-        Err(err) => {
-            let status = ExitStatus::of(&err);
-            eprintln!("error: {err}");
-            if json {
-                println!(
-                    "{}",
-                    json!({"status": status.as_str(), "exit_code": status.code(), "error": err.to_string()})
-                );
-            }
-            status
-        }
+        Err(err) => super::fail_command(&err, json),
     }
 }
 

@@ -152,6 +152,21 @@ impl Reporter {
     }
 }
 
+/// Prints the error of a subcommand that reads no job file as [`Reporter`] does: the line on
+/// stderr always, and with `--json` `{"status", "exit_code", "error"}` on stdout. Returns the
+/// exit status the error means.
+pub fn fail_command(err: &Error, json: bool) -> ExitStatus {
+    let status = ExitStatus::of(err);
+    eprintln!("error: {err}");
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"status": status.as_str(), "exit_code": status.code(), "error": err.to_string()})
+        );
+    }
+    status
+}
+
 /// The error as printed: its message, its kind, and the chain of sources, redacted.
 pub fn error_text(file: Option<&JobFile>, err: &Error) -> String {
     let text = err.to_string();
