@@ -20,6 +20,10 @@ use outflow_iceberg::{CatalogConfig, IcebergSinkOptions};
 use outflow_testkit::iceberg::TestCatalog;
 use outflow_testkit::{free_port, unique_name};
 
+/// One cluster at a time: each runs three processes and millions of rows on a small
+/// machine, and executors starved of CPU miss heartbeats.
+static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A scheduler and executors, each its own process with its log in `dir`; killed on drop.
 struct Cluster {
     dir: PathBuf,
@@ -52,10 +56,11 @@ impl Cluster {
         let mut scheduler = Command::new(env!("CARGO_BIN_EXE_outflow-scheduler"))
             .args(["--bind-host", "127.0.0.1", "--external-host", "127.0.0.1"])
             .args(["--bind-port", &port.to_string()])
-            // A killed executor is noticed within seconds, not the default three minutes.
+            // A killed executor is noticed in seconds, not the default three minutes; not
+            // so few that a heartbeat late on a loaded machine drops a live executor.
             .args([
                 "--executor-timeout-seconds",
-                "4",
+                "15",
                 "--expire-dead-executor-interval-seconds",
                 "1",
             ])
@@ -277,6 +282,7 @@ const ROWS: i64 = 3_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insert_select_on_two_executors_commits_each_row_once_in_one_snapshot() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let (cluster, ctx) = cluster_with_source(dir.path(), ROWS).await;
     register_iceberg(&ctx, dir.path(), "cluster.trips");
@@ -309,6 +315,7 @@ async fn insert_select_on_two_executors_commits_each_row_once_in_one_snapshot() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_executor_s_tasks_are_rerun_and_each_row_is_committed_once() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let (mut cluster, ctx) = cluster_with_source(dir.path(), ROWS).await;
     register_iceberg(&ctx, dir.path(), "cluster.killed");
@@ -345,6 +352,7 @@ async fn a_killed_executor_s_tasks_are_rerun_and_each_row_is_committed_once() {
 async fn insert_select_on_two_executors_writes_every_row_to_bigtable() {
     const KEYS: i64 = 1_000_000;
     let host = outflow_testkit::bigtable::emulator_host();
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let (cluster, ctx) = cluster_with_source(dir.path(), KEYS).await;
     let table = unique_name("cluster");
@@ -392,4 +400,40 @@ async fn insert_select_on_two_executors_writes_every_row_to_bigtable() {
         &["lookup", &table, "user00000123"],
     );
     assert!(row.contains("city-23"), "{row}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outflow_run_executes_an_engine_job_on_the_cluster() {
+    const TRIPS: i64 = 500_000;
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = parquet_source(dir.path(), TRIPS, 4).await;
+    let cluster = Cluster::start(dir.path(), 2);
+    let job = dir.path().join("job.yaml");
+    std::fs::write(
+        &job,
+        format!(
+            "source:\n  path: {}\n\
+             engine:\n  sql: SELECT id, city FROM source\n  partitions: 4\n  scheduler: {}\n\
+             sink:\n  iceberg:\n    catalog: {{ type: sql, uri: lake/catalog.db, warehouse: lake/warehouse }}\n    table: cli.trips\n\
+             dead_letter: rejected.ndjson\n",
+            source.display(),
+            cluster.url
+        ),
+    )
+    .unwrap();
+    let status = outflow_cli::commands::run::execute(outflow_cli::commands::run::RunArgs {
+        job,
+        quiet: true,
+        json: true,
+    })
+    .await;
+    assert_eq!(status, outflow_cli::exit::ExitStatus::Ok);
+    let readers = TestCatalog::sql_in(&dir.path().join("lake"));
+    assert_each_id_once(&readers, "cli.trips", TRIPS, 1);
+    assert!(dir.path().join("rejected.ndjson").exists());
+    assert!(
+        cluster.tasks_run(0) + cluster.tasks_run(1) > 0,
+        "the cluster ran no task"
+    );
 }

@@ -20,6 +20,7 @@
 //! sink:
 //!   iceberg: { ... }            # exactly one sink, with that sink's options
 //! dead_letter: failed.ndjson    # optional
+//! engine: { sql: ..., scheduler: ... }   # optional: one SQL statement in DataFusion instead
 //! ```
 //!
 //! The doc comments on the types below are the reference for each key. Every relative path
@@ -54,6 +55,45 @@ pub struct Job<S = SinkSpec> {
     /// records fail the run.
     #[serde(default)]
     pub dead_letter: Option<PathBuf>,
+    /// Run the job through Apache DataFusion, on this machine or on a Ballista cluster,
+    /// instead of Outflow's own runner: a SQL query over the source replaces the transforms.
+    #[serde(default)]
+    pub engine: Option<EngineSpec>,
+}
+
+/// The `engine` section: the job as one `INSERT INTO <sink> <sql>` statement in DataFusion.
+/// Every input partition writes through a sink of its own and the statement commits once
+/// (see docs/datafusion.md).
+///
+/// ```yaml
+/// engine:
+///   sql: SELECT trip_id, upper(city) AS city FROM source WHERE fare_eur > 0
+///   partitions: 4
+///   scheduler: df://127.0.0.1:50050   # optional: an outflow-scheduler
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSpec {
+    /// The query whose rows are written; the source's files are the table `source`
+    /// (default `SELECT * FROM source`).
+    #[serde(default)]
+    pub sql: Option<String>,
+    /// Writers working at once: DataFusion's target partitions (default: the cores here,
+    /// or the cluster's configured default).
+    #[serde(default)]
+    pub partitions: Option<usize>,
+    /// A Ballista scheduler to run the statement on, `df://host:port`; it must be an
+    /// `outflow-scheduler`, and the source, the catalog and the dead-letter file must be at
+    /// the same paths on every executor.
+    #[serde(default)]
+    pub scheduler: Option<String>,
+}
+
+impl EngineSpec {
+    /// The query, `SELECT * FROM source` when none is given.
+    pub fn query(&self) -> &str {
+        self.sql.as_deref().unwrap_or("SELECT * FROM source")
+    }
 }
 
 /// The `source` section: local files read as Arrow batches.

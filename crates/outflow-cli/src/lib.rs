@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod commands;
+pub mod engine;
 pub mod env;
 pub mod exit;
 pub mod job;

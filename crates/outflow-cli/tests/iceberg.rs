@@ -204,3 +204,64 @@ fn rejected_rows_go_to_the_dead_letter_file() {
     };
     assert_eq!(catalog.read_both("db.events")["row_count"], 3);
 }
+
+#[test]
+fn an_engine_job_runs_its_sql_through_datafusion_and_commits_once() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_examples(dir.path());
+    // The quickstart's source and sink, with SQL instead of the typed schema and transforms.
+    let job = write(
+        dir.path(),
+        "examples/jobs/engine.yaml",
+        "source:\n  path: ../data/trips.csv\n\
+         engine:\n  sql: SELECT trip_id, upper(city) AS city, CAST(fare_eur AS DOUBLE) AS fare FROM source WHERE duration_s >= 60\n  partitions: 3\n\
+         sink:\n  iceberg:\n    catalog: { type: sql, uri: ../../outflow-quickstart/catalog.db, warehouse: ../../outflow-quickstart/warehouse }\n\
+         \x20   table: engine.trips\n",
+    );
+    let out = outflow().arg("run").arg(&job).arg("--json").assert().success();
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let read = quickstart_catalog(dir.path()).read_both("engine.trips");
+    let rows = outflow_testkit::iceberg::rows(&read);
+    assert!(rows.len() > 1000, "{} rows", rows.len());
+    assert_eq!(doc["result"]["destinations"]["engine.trips"]["rows"], rows.len());
+    assert_eq!(
+        read["snapshots"].as_array().unwrap().len(),
+        1,
+        "one commit for the statement"
+    );
+    assert!(
+        rows.iter()
+            .all(|r| r["city"].as_str().unwrap().chars().all(|c| !c.is_lowercase()))
+    );
+    let lisbon = rows.iter().find(|r| r["trip_id"] == 1).unwrap();
+    assert_eq!(lisbon["city"], "LISBON");
+    assert_eq!(lisbon["fare"], 8.3);
+
+    // Transforms and an engine do not mix; a bad query names engine.sql.
+    let both = write(
+        dir.path(),
+        "examples/jobs/both.yaml",
+        &std::fs::read_to_string(&job)
+            .unwrap()
+            .replace("engine:", "transforms:\n  - select: [trip_id]\nengine:"),
+    );
+    outflow()
+        .arg("run")
+        .arg(&both)
+        .assert()
+        .code(2)
+        .stderr(contains("transforms"));
+    let bad = write(
+        dir.path(),
+        "examples/jobs/bad.yaml",
+        &std::fs::read_to_string(&job)
+            .unwrap()
+            .replace("upper(city)", "upper(no_such_column)"),
+    );
+    outflow()
+        .arg("run")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(contains("engine.sql").and(contains("no_such_column")));
+}

@@ -77,6 +77,9 @@ pub fn status_of(report: &RunReport) -> ExitStatus {
 
 async fn run_job(file: &JobFile, quiet: bool) -> Result<RunReport> {
     let job: Job = file.parse()?;
+    if let Some(engine) = &job.engine {
+        return crate::engine::run(&job, engine, file, &Progress::on_stderr(quiet)).await;
+    }
     let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
     let context = SinkContext {
         base_dir: file.dir(),

@@ -26,7 +26,7 @@ use outflow_core::schema::field_to_arrow;
 use outflow_core::{Error, Result};
 use tokio::sync::mpsc;
 
-pub use self::files::SourceFile;
+pub use self::files::{SourceFile, resolve};
 use crate::job::{ColumnSpec, CsvOptions, Format, SourceSpec};
 
 /// The resolved source: its files, their format and the schema every batch has.

@@ -1,0 +1,266 @@
+//! A job run through Apache DataFusion (the job's `engine` section): the source's files as
+//! the table `source`, the job's SQL over it, and one `INSERT` into the sink as a
+//! spec-built [`SinkTable`]: a writer per partition, one commit. On this machine, or on a
+//! Ballista cluster when the job names a scheduler.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{Array, UInt64Array};
+use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::datasource::file_format::FileFormat;
+use datafusion::datasource::file_format::csv::CsvFormat;
+use datafusion::datasource::file_format::json::JsonFormat;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::error::DataFusionError;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use outflow_core::{Error, ErrorKind, FailedRecord, Result, WriteResult};
+use outflow_datafusion::{SinkSpec, SinkTable};
+
+use crate::job::{EngineSpec, Format, Job, JobFile, SourceSpec};
+use crate::output::progress::Progress;
+use crate::run::{DeadLetterReport, ReadStats, RunReport};
+use crate::source::{SourceFile, resolve};
+
+/// The sink's name in the statement.
+const SINK_TABLE: &str = "outflow_sink";
+
+/// Runs `job` as one statement; see the module docs.
+pub async fn run(job: &Job, engine: &EngineSpec, file: &JobFile, progress: &Progress) -> Result<RunReport> {
+    let started = Instant::now();
+    check(job)?;
+    let (files, format) = resolve(&job.source.path, file.dir(), job.source.format)?;
+    let dead_letter = job.dead_letter.as_deref().map(|p| file.resolve(p));
+    if let Some(path) = &dead_letter {
+        // Created (emptied) first, as the runner does; the commit appends to it.
+        std::fs::File::create(path).map_err(|e| {
+            Error::invalid_config("dead_letter", format!("cannot create {}: {e}", path.display()))
+        })?;
+    }
+
+    let ctx = context(engine, job.source.batch_size).await?;
+    progress.stage("planning");
+    register_source(&ctx, &files, format, &job.source).await?;
+    let query = ctx
+        .sql(engine.query())
+        .await
+        .map_err(|e| engine_error("engine.sql", e))?;
+    let schema = query.schema().inner().clone();
+    let mut table = SinkTable::from_spec(schema, sink_spec(&job.sink, file.dir()));
+    if let Some(path) = &dead_letter {
+        table = table.with_dead_letter(path);
+    }
+    ctx.register_table(SINK_TABLE, Arc::new(table.clone()))
+        .map_err(|e| engine_error("sink", e))?;
+
+    progress.stage("writing");
+    let answer = query
+        .write_table(SINK_TABLE, DataFrameWriteOptions::new())
+        .await
+        .map_err(|e| engine_error("sink", e))?;
+    progress.finish();
+    let (written, rejected) = counts(&answer)?;
+
+    // In this process the commit left its result; on a cluster only the counts come back,
+    // and the rejected records are in the dead-letter file the commit wrote.
+    let result = match table.last_result() {
+        Some(result) => result,
+        None => cluster_result(job, written, rejected, dead_letter.as_deref())?,
+    };
+    Ok(RunReport {
+        read: ReadStats {
+            files: files.len() as u64,
+            bytes: files.iter().map(|f| f.size).sum(),
+            rows_read: written + rejected,
+            rows_out: written + rejected,
+        },
+        prepared: Vec::new(),
+        elapsed: started.elapsed(),
+        dead_letter: dead_letter.map(|path| DeadLetterReport {
+            path,
+            records: rejected,
+        }),
+        result,
+    })
+}
+
+/// What the engine does not take: transforms (write them in SQL) and typed CSV/NDJSON
+/// schemas (DataFusion infers types; cast in SQL).
+fn check(job: &Job) -> Result<()> {
+    if !job.transforms.is_empty() {
+        return Err(Error::invalid_config(
+            "transforms",
+            "a job with an engine section writes what engine.sql selects: express the transforms in SQL",
+        ));
+    }
+    let typed = job.source.csv.as_ref().is_some_and(|c| c.schema.is_some())
+        || job.source.ndjson.as_ref().is_some_and(|n| n.schema.is_some());
+    if typed {
+        return Err(Error::invalid_config(
+            "source",
+            "with an engine section column types are inferred: leave out the schema and CAST in engine.sql",
+        ));
+    }
+    Ok(())
+}
+
+async fn context(engine: &EngineSpec, batch_size: usize) -> Result<SessionContext> {
+    let Some(url) = &engine.scheduler else {
+        let mut config = SessionConfig::new().with_batch_size(batch_size);
+        if let Some(partitions) = engine.partitions {
+            config = config.with_target_partitions(partitions);
+        }
+        return Ok(SessionContext::new_with_config(config));
+    };
+    let ctx = outflow_ballista::connect(url)
+        .await
+        .map_err(|e| engine_error("engine.scheduler", e))?;
+    let mut settings = vec![format!("SET datafusion.execution.batch_size = {batch_size}")];
+    if let Some(partitions) = engine.partitions {
+        settings.push(format!(
+            "SET datafusion.execution.target_partitions = {partitions}"
+        ));
+    }
+    for sql in settings {
+        ctx.sql(&sql)
+            .await
+            .map_err(|e| engine_error("engine.scheduler", e))?;
+    }
+    Ok(ctx)
+}
+
+/// The source's files, exactly those the job names, as the table `source`.
+async fn register_source(
+    ctx: &SessionContext,
+    files: &[SourceFile],
+    format: Format,
+    spec: &SourceSpec,
+) -> Result<()> {
+    let file_format: Arc<dyn FileFormat> = match format {
+        Format::Parquet => Arc::new(ParquetFormat::default()),
+        Format::Csv => {
+            let csv = spec.csv.clone().unwrap_or_default();
+            let mut csv_format = CsvFormat::default()
+                .with_has_header(csv.header)
+                .with_delimiter(csv.delimiter as u8)
+                .with_schema_infer_max_rec(csv.infer_rows);
+            if let Some(quote) = csv.quote {
+                csv_format = csv_format.with_quote(quote as u8);
+            }
+            Arc::new(csv_format)
+        }
+        Format::Ndjson => Arc::new(JsonFormat::default()),
+    };
+    let urls = files
+        .iter()
+        .map(|f| {
+            let path = std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone());
+            ListingTableUrl::parse(path.to_string_lossy()).map_err(|e| engine_error("source.path", e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = ListingOptions::new(file_format).with_file_extension("");
+    let config = ListingTableConfig::new_with_multi_paths(urls)
+        .with_listing_options(options)
+        .infer_schema(&ctx.state())
+        .await
+        .map_err(|e| engine_error("source", e))?;
+    let table = ListingTable::try_new(config).map_err(|e| engine_error("source", e))?;
+    ctx.register_table("source", Arc::new(table))
+        .map_err(|e| engine_error("source", e))?;
+    Ok(())
+}
+
+/// The sink section with its relative paths resolved against the job file's directory:
+/// the statement's writers may run in other processes.
+fn sink_spec(spec: &SinkSpec, base: &Path) -> SinkSpec {
+    match spec {
+        SinkSpec::Iceberg(options) => {
+            let mut options = options.as_ref().clone();
+            options.catalog = options
+                .catalog
+                .relative_to(&std::path::absolute(base).unwrap_or(base.to_path_buf()));
+            SinkSpec::Iceberg(Box::new(options))
+        }
+        other => other.clone(),
+    }
+}
+
+/// `count` and `failed` from the statement's answer.
+fn counts(answer: &[datafusion::arrow::array::RecordBatch]) -> Result<(u64, u64)> {
+    let column = |name: &str| -> Result<u64> {
+        answer
+            .iter()
+            .filter_map(|b| b.column_by_name(name))
+            .filter_map(|c| {
+                c.as_any()
+                    .downcast_ref::<UInt64Array>()
+                    .map(|a| a.iter().flatten().sum::<u64>())
+            })
+            .reduce(|a, b| a + b)
+            .ok_or_else(|| Error::internal(format!("the statement's answer has no {name}")))
+    };
+    Ok((column("count")?, column("failed")?))
+}
+
+/// The result of a statement committed on a cluster: its counts, and the rejected records
+/// read back from the dead-letter file (without one, rejected records fail the run).
+fn cluster_result(job: &Job, written: u64, rejected: u64, dead_letter: Option<&Path>) -> Result<WriteResult> {
+    let mut result = WriteResult::default();
+    // Named as the sink's own result names it when the table is fixed.
+    let destination = match &job.sink {
+        SinkSpec::Iceberg(options) => options.table.fixed().map(str::to_string),
+        SinkSpec::BigQuery(options) => options.destination().fixed().map(str::to_string),
+        SinkSpec::Bigtable(_) => None,
+    }
+    .unwrap_or_else(|| job.sink.name().to_string());
+    result.record(
+        &destination,
+        outflow_core::sink::DestinationStats {
+            rows: written,
+            ..Default::default()
+        },
+    );
+    if rejected == 0 {
+        return Ok(result);
+    }
+    let Some(path) = dead_letter else {
+        return Err(Error::new(
+            ErrorKind::RejectedRecords,
+            format!(
+                "the sink rejected {rejected} records on the cluster and the job names no dead_letter file"
+            ),
+        ));
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::invalid_input(format!(
+            "cannot read the dead-letter file {}: {e}",
+            path.display()
+        ))
+    })?;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let record: FailedRecord = serde_json::from_str(line)
+            .map_err(|e| Error::invalid_input(format!("a dead-letter line in {}: {e}", path.display())))?;
+        result.failed.push(record);
+    }
+    Ok(result)
+}
+
+/// A DataFusion error as Outflow's, naming the part of the job it concerns. Planning errors
+/// (a bad query, a missing column) are the job's; execution errors are the run's.
+fn engine_error(key: &str, e: DataFusionError) -> Error {
+    match e {
+        DataFusionError::Diagnostic(_, inner) | DataFusionError::Context(_, inner) => {
+            engine_error(key, *inner)
+        }
+        DataFusionError::External(inner) => match inner.downcast::<Error>() {
+            Ok(outflow) => *outflow,
+            Err(other) => Error::new(ErrorKind::Internal, other.to_string()),
+        },
+        e @ (DataFusionError::SQL(..) | DataFusionError::Plan(_) | DataFusionError::SchemaError(..)) => {
+            Error::invalid_config(key, e.to_string())
+        }
+        e => Error::new(ErrorKind::Internal, format!("{key}: {e}")),
+    }
+}
