@@ -63,15 +63,6 @@ impl StagedFiles {
             data_files,
         })
     }
-
-    /// Rows in these files, from their descriptions.
-    pub fn record_count(&self) -> u64 {
-        self.data_files
-            .iter()
-            .filter_map(|json| serde_json::from_str::<serde_json::Value>(json).ok())
-            .filter_map(|file| file.get("record_count").and_then(|n| n.as_u64()))
-            .sum()
-    }
 }
 
 /// How one table's commit of staged files ended.
