@@ -129,6 +129,13 @@ impl Error {
         self
     }
 
+    /// The same error with another message (to say where it happened, in the caller's
+    /// words): kind, context, source and retryability are kept.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     /// Overrides whether the retry policy may retry this error.
     pub fn with_retryable(mut self, retryable: bool) -> Self {
         self.retryable = retryable;
@@ -258,6 +265,20 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert_eq!(err.context_value("table"), Some("db.events"));
         assert!(err.to_string().contains("table db.events does not exist"));
+    }
+
+    #[test]
+    fn a_new_message_keeps_kind_context_source_and_retryability() {
+        let err = Error::new(ErrorKind::Transient, "reset")
+            .with_context("table", "db.t")
+            .with_source(std::io::Error::other("broken pipe"))
+            .with_retryable(false)
+            .with_message("a.parquet: reset");
+        assert_eq!(err.kind(), ErrorKind::Transient);
+        assert_eq!(err.message(), "a.parquet: reset");
+        assert_eq!(err.context_value("table"), Some("db.t"));
+        assert!(err.source().unwrap().downcast_ref::<std::io::Error>().is_some());
+        assert!(!err.is_retryable());
     }
 
     #[test]

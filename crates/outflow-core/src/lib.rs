@@ -5,6 +5,7 @@
 //! - [`schema`]: a table-neutral schema model, converted to and from Arrow.
 //! - [`select`]: field selection and flattening on Arrow schemas and batches.
 //! - [`sink`]: the async traits sinks implement, their results and failed records.
+//! - [`commit`]: the two-phase write contract: writers prepare, one committer commits.
 //! - [`destination`]: dynamic destinations, a table chosen per row.
 //! - [`retry`]: the retry and backoff policy the sinks share.
 //! - [`Error`]: the one error type.
@@ -14,6 +15,7 @@ mod disposition;
 mod error;
 pub(crate) mod named;
 
+pub mod commit;
 pub mod destination;
 pub mod duration;
 pub mod evolution;
@@ -22,6 +24,7 @@ pub mod schema;
 pub mod select;
 pub mod sink;
 
+pub use commit::{Committer, DynCommitter, DynTwoPhaseSink, Prepared, TwoPhaseSink};
 pub use destination::{Destination, RoutedRows, TableTemplate};
 pub use disposition::{CreateDisposition, WriteDisposition};
 pub use error::{Error, ErrorKind, Result};
@@ -29,6 +32,6 @@ pub use evolution::{
     EvolutionPlan, EvolutionPlanner, IncompatibleSchemaHandling, SchemaEvolutionConfig,
     SchemaEvolutionOption, UnverifiableFileHandling,
 };
-pub use retry::RetryPolicy;
+pub use retry::{RetryClass, RetryPolicy};
 pub use select::{FieldAccessDescriptor, FlattenPolicy};
 pub use sink::{DestinationPlan, FailedRecord, PlannedAction, PrepareDestination, Sink, WriteResult};

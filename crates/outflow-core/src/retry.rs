@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result, duration};
+use crate::{Error, ErrorKind, Result, duration};
 
 /// How often and how patiently to retry a failing operation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -78,6 +78,18 @@ impl RetryPolicy {
         Duration::from_secs_f64(wait.min(self.max_backoff.as_secs_f64()))
     }
 
+    /// Starts counting the attempts of one operation, named `what` in logs and errors.
+    /// Loops that keep state between attempts, or retry only part of a request, drive the
+    /// [`Retrying`] themselves; [`RetryPolicy::retry`] drives it for a closure.
+    pub fn start(&self, what: impl Into<String>) -> Retrying<'_> {
+        Retrying {
+            policy: self,
+            what: what.into(),
+            attempt: 1,
+            started: Instant::now(),
+        }
+    }
+
     /// Runs `op` until it succeeds, fails with an error that is not retryable, or the
     /// attempts or the deadline run out; `what` names the operation in logs and errors.
     /// `op` receives the attempt number, starting at 1.
@@ -86,34 +98,145 @@ impl RetryPolicy {
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let started = Instant::now();
-        let mut attempt = 1;
+        let mut retrying = self.start(what);
         loop {
-            let err = match op(attempt).await {
+            match op(retrying.attempt()).await {
                 Ok(value) => return Ok(value),
-                Err(err) => err,
-            };
-            if !err.is_retryable() {
-                return Err(err);
+                Err(err) => retrying.after(err).await?,
             }
-            // Jitter between half and all of the backoff spreads out retrying writers.
-            let full = self.backoff(attempt - 1);
-            let wait = full.mul_f64(rand::rng().random_range(0.5..=1.0));
-            let out_of_time = started.elapsed() + wait > self.deadline;
-            if attempt >= self.max_attempts || out_of_time {
-                let why = if out_of_time { "deadline" } else { "attempts" };
-                return Err(Error::new(
-                    err.kind(),
-                    format!("{what} still failing after {attempt} attempts ({why} exhausted)"),
-                )
-                .with_context("attempts", attempt.to_string())
-                .with_retryable(false)
-                .with_source(err));
-            }
-            tracing::warn!(operation = what, attempt, wait_ms = wait.as_millis() as u64, error = %err, "retrying");
-            tokio::time::sleep(wait).await;
-            attempt += 1;
         }
+    }
+}
+
+/// What a sink's classifier says about a failed service call: each sink maps its service's
+/// statuses to one of these, and the retry loop does the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryClass {
+    /// May succeed when sent again (connection reset, unavailable, deadline exceeded).
+    Transient,
+    /// The service asked to slow down: send again after a backoff.
+    Throttled,
+    /// Sending again cannot help; the kind says why.
+    Permanent(ErrorKind),
+}
+
+impl RetryClass {
+    /// The error kind a failure of this class is reported with.
+    pub fn kind(self) -> ErrorKind {
+        match self {
+            RetryClass::Transient => ErrorKind::Transient,
+            RetryClass::Throttled => ErrorKind::Throttled,
+            RetryClass::Permanent(kind) => kind,
+        }
+    }
+
+    /// Whether the retry loop may send the call again.
+    pub fn is_retryable(self) -> bool {
+        !matches!(self, RetryClass::Permanent(_))
+    }
+
+    /// An error of this class's kind and retryability.
+    pub fn error(self, message: impl Into<String>) -> Error {
+        Error::new(self.kind(), message).with_retryable(self.is_retryable())
+    }
+}
+
+/// The attempts of one operation under a [`RetryPolicy`]: which attempt this is, the
+/// jittered wait before the next, and the give-up error once attempts or time run out.
+#[derive(Debug)]
+pub struct Retrying<'p> {
+    policy: &'p RetryPolicy,
+    what: String,
+    attempt: u32,
+    started: Instant,
+}
+
+impl Retrying<'_> {
+    /// The attempt under way, counting from 1.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The operation's name, as given to [`RetryPolicy::start`].
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
+    /// After a failed attempt: waits out the backoff and counts the next attempt, or, when
+    /// the attempts or the deadline are used up, returns at once saying so. `failure` is
+    /// logged with the retry.
+    pub async fn backoff(
+        &mut self,
+        failure: &(dyn std::fmt::Display + Sync),
+    ) -> std::result::Result<(), Exhausted> {
+        // Jitter between half and all of the backoff spreads out retrying writers.
+        let wait = self
+            .policy
+            .backoff(self.attempt - 1)
+            .mul_f64(rand::rng().random_range(0.5..=1.0));
+        let out_of_time = self.started.elapsed() + wait > self.policy.deadline;
+        if self.attempt >= self.policy.max_attempts || out_of_time {
+            return Err(Exhausted {
+                what: self.what.clone(),
+                attempts: self.attempt,
+                deadline: out_of_time,
+            });
+        }
+        tracing::warn!(operation = %self.what, attempt = self.attempt, wait_ms = wait.as_millis() as u64, error = %failure, "retrying");
+        tokio::time::sleep(wait).await;
+        self.attempt += 1;
+        Ok(())
+    }
+
+    /// After an attempt failed with `err`: an error that is not retryable comes back as it
+    /// is; a retryable one is waited out (`Ok`: try again) or, once the attempts or the
+    /// deadline are used up, becomes the give-up error ([`Exhausted::error`]).
+    pub async fn after(&mut self, err: Error) -> Result<()> {
+        if !err.is_retryable() {
+            return Err(err);
+        }
+        match self.backoff(&err).await {
+            Ok(()) => Ok(()),
+            Err(exhausted) => Err(exhausted.error(err)),
+        }
+    }
+}
+
+/// An operation that kept failing until its attempts or its deadline ran out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exhausted {
+    /// The operation.
+    pub what: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Whether the deadline, rather than the number of attempts, ended it.
+    pub deadline: bool,
+}
+
+impl std::fmt::Display for Exhausted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.what, self.summary())
+    }
+}
+
+impl Exhausted {
+    /// How it ended, without the operation's name: `still failing after 3 attempts
+    /// (attempts exhausted)`, for a message that names the operation already.
+    pub fn summary(&self) -> String {
+        let why = if self.deadline { "deadline" } else { "attempts" };
+        format!("still failing after {} attempts ({why} exhausted)", self.attempts)
+    }
+
+    /// The give-up error: the last failure's kind and context, this message, no longer
+    /// retryable, and the last failure as its source.
+    pub fn error(self, last: Error) -> Error {
+        let mut out = Error::new(last.kind(), self.to_string());
+        for (key, value) in last.context() {
+            out = out.with_context(key, value.clone());
+        }
+        out.with_context("attempts", self.attempts.to_string())
+            .with_retryable(false)
+            .with_source(last)
     }
 }
 
@@ -189,7 +312,6 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
-    use crate::ErrorKind;
 
     fn fast() -> RetryPolicy {
         RetryPolicy::builder()
@@ -319,5 +441,50 @@ mod tests {
         let n = calls.load(Ordering::SeqCst);
         assert!((2..=6).contains(&n), "{n} attempts");
         assert!(err.to_string().contains("deadline exhausted"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_loop_driving_its_own_retries_gets_the_same_backoff_and_give_up() {
+        let policy = fast();
+        let mut retrying = policy.start("writing to table t");
+        let mut left = vec![1, 2, 3];
+        // Each attempt settles one item; the policy allows five attempts, so three do.
+        while !left.is_empty() {
+            left.pop();
+            if left.is_empty() {
+                break;
+            }
+            retrying.backoff(&"2 entries unavailable").await.unwrap();
+        }
+        assert_eq!(retrying.attempt(), 3);
+
+        let mut retrying = policy.start("writing to table t");
+        let exhausted = loop {
+            if let Err(e) = retrying.backoff(&"unavailable").await {
+                break e;
+            }
+        };
+        assert_eq!((exhausted.attempts, exhausted.deadline), (5, false));
+        assert_eq!(
+            exhausted.to_string(),
+            "writing to table t still failing after 5 attempts (attempts exhausted)"
+        );
+        let err = exhausted.error(Error::new(ErrorKind::Transient, "unavailable").with_context("table", "t"));
+        assert_eq!(err.kind(), ErrorKind::Transient);
+        assert_eq!(err.context_value("table"), Some("t"));
+        assert_eq!(err.context_value("attempts"), Some("5"));
+        assert!(!err.is_retryable());
+    }
+
+    #[test]
+    fn classes_carry_kind_and_retryability() {
+        assert!(RetryClass::Transient.error("reset").is_retryable());
+        assert_eq!(
+            RetryClass::Throttled.error("slow down").kind(),
+            ErrorKind::Throttled
+        );
+        let permanent = RetryClass::Permanent(ErrorKind::NotFound).error("no table");
+        assert_eq!(permanent.kind(), ErrorKind::NotFound);
+        assert!(!permanent.is_retryable());
     }
 }

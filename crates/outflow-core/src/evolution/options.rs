@@ -55,7 +55,8 @@ named_enum! {
 pub struct SchemaEvolutionConfig {
     options: BTreeSet<SchemaEvolutionOption>,
     required_columns: Vec<String>,
-    on_incompatible: IncompatibleSchemaHandling,
+    /// `None` when not given: each sink has its default ([`Self::on_incompatible_or`]).
+    on_incompatible: Option<IncompatibleSchemaHandling>,
     on_unverifiable: UnverifiableFileHandling,
     dry_run: bool,
 }
@@ -96,9 +97,15 @@ impl SchemaEvolutionConfig {
         self.required_columns.iter().any(|p| p == path)
     }
 
-    /// What happens to incompatible inputs.
+    /// What happens to incompatible inputs: as given, else `fail`.
     pub fn on_incompatible(&self) -> IncompatibleSchemaHandling {
-        self.on_incompatible
+        self.on_incompatible.unwrap_or_default()
+    }
+
+    /// What happens to incompatible inputs: as given, else the sink's own `default` (a
+    /// sink that writes row by row routes rows that do not fit to failed records).
+    pub fn on_incompatible_or(&self, default: IncompatibleSchemaHandling) -> IncompatibleSchemaHandling {
+        self.on_incompatible.unwrap_or(default)
     }
 
     /// What happens to inputs whose statistics prove too little.
@@ -209,7 +216,7 @@ impl SchemaEvolutionConfigBuilder {
         Ok(SchemaEvolutionConfig {
             options: self.options,
             required_columns,
-            on_incompatible: self.on_incompatible.unwrap_or_default(),
+            on_incompatible: self.on_incompatible,
             on_unverifiable: self.on_unverifiable.unwrap_or_default(),
             dry_run: self.dry_run.unwrap_or(false),
         })
@@ -268,8 +275,7 @@ impl From<SchemaEvolutionConfig> for ConfigSpec {
     fn from(c: SchemaEvolutionConfig) -> Self {
         let default_if = |v: bool| v.then_some(());
         ConfigSpec {
-            on_incompatible: default_if(c.on_incompatible != IncompatibleSchemaHandling::default())
-                .map(|_| c.on_incompatible),
+            on_incompatible: c.on_incompatible,
             on_unverifiable: default_if(c.on_unverifiable != UnverifiableFileHandling::default())
                 .map(|_| c.on_unverifiable),
             dry_run: default_if(c.dry_run).map(|_| true),
@@ -290,6 +296,10 @@ mod tests {
         assert!(!c.is_enabled());
         assert_eq!(c, SchemaEvolutionConfig::disabled());
         assert_eq!(c.on_incompatible(), IncompatibleSchemaHandling::Fail);
+        assert_eq!(
+            c.on_incompatible_or(IncompatibleSchemaHandling::RouteToErrors),
+            IncompatibleSchemaHandling::RouteToErrors
+        );
         assert_eq!(c.on_unverifiable(), UnverifiableFileHandling::Reject);
         assert!(!c.dry_run());
         assert!(c.required_columns().is_empty());

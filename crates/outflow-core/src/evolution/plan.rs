@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::named::named_enum;
 use crate::schema::Schema;
+use crate::{Error, ErrorKind};
 
 named_enum! {
     /// The class of a schema change.
@@ -207,10 +208,82 @@ impl EvolutionPlan {
         }
         out
     }
+
+    /// Why the rejected inputs do not fit, for people: each distinct reason with its column
+    /// (`a.b: ...; c: ...`), or the whole plan when the planner gave no reason.
+    pub fn rejection_message(&self) -> String {
+        let reasons: Vec<String> = self
+            .rejection_reasons()
+            .iter()
+            .map(|(_, r)| r.to_string())
+            .collect();
+        if reasons.is_empty() {
+            format!("the input does not fit the table: {}", self.render(None).trim())
+        } else {
+            reasons.join("; ")
+        }
+    }
+
+    /// The error of a plan with rejected inputs, in every sink's words: a schema
+    /// incompatibility whose message names each column and why (after `what`, when given),
+    /// with the first column as the `column` context.
+    pub fn rejection_error(&self, what: &str) -> Error {
+        let reasons = self.rejection_message();
+        let message = if what.is_empty() {
+            reasons
+        } else {
+            format!("{what}: {reasons}")
+        };
+        let err = Error::new(ErrorKind::SchemaIncompatible, message);
+        match self.rejection_reasons().first() {
+            Some((_, reason)) => err.with_context("column", reason.path.clone()),
+            None => err,
+        }
+    }
 }
 
 impl fmt::Display for EvolutionPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.render(None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evolution::{EvolutionPlanner, SchemaEvolutionConfig};
+    use crate::schema::{DataType, Field, InputSchema, PrimitiveType};
+
+    fn rejected_plan() -> EvolutionPlan {
+        let mut table = Schema::new(vec![Field::required(
+            "id",
+            DataType::Primitive(PrimitiveType::Long),
+        )]);
+        table.assign_missing_ids(0);
+        let input = InputSchema::new(Schema::new(vec![
+            Field::required("id", DataType::Primitive(PrimitiveType::String)),
+            Field::optional("extra", DataType::Primitive(PrimitiveType::Int)),
+        ]));
+        let config = SchemaEvolutionConfig::disabled();
+        EvolutionPlanner::new(&config).table(&table).plan(&[input])
+    }
+
+    #[test]
+    fn a_rejected_plan_becomes_one_error_naming_each_column() {
+        let plan = rejected_plan();
+        let err = plan.rejection_error("rows for db.t do not fit the table");
+        assert_eq!(err.kind(), ErrorKind::SchemaIncompatible);
+        let message = err.message();
+        assert!(
+            message.starts_with("rows for db.t do not fit the table: "),
+            "{message}"
+        );
+        assert!(
+            message.contains("extra: ") && message.contains("id: "),
+            "{message}"
+        );
+        assert!(err.context_value("column").is_some());
+        let bare = plan.rejection_error("");
+        assert_eq!(bare.message(), plan.rejection_message());
     }
 }
