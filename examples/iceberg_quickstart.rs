@@ -13,7 +13,7 @@ use std::sync::Arc;
 use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use outflow_core::Sink;
-use outflow_iceberg::{CatalogConfig, IcebergSink, IcebergSinkOptions};
+use outflow_iceberg::{CatalogConfig, IcebergSink, IcebergSinkOptions, TableCreateOptions};
 
 const ROWS: i64 = 5_000;
 const BATCH: i64 = 1_000;
@@ -60,7 +60,11 @@ async fn main() -> outflow_core::Result<()> {
     let options = IcebergSinkOptions::builder()
         .catalog(CatalogConfig::sqlite_in(&dir))
         .table("quickstart.trips")
-        .partition_field("day(started_at)")
+        .table_options(
+            TableCreateOptions::builder()
+                .partition_field("day(started_at)")
+                .build()?,
+        )
         .build()?;
     let mut sink = IcebergSink::connect(options).await?;
     for start in (0..ROWS).step_by(BATCH as usize) {
@@ -75,11 +79,11 @@ async fn main() -> outflow_core::Result<()> {
 
     let table = sink
         .catalog()
-        .require_table(&outflow_iceberg::convert::parse_table_ident("quickstart.trips")?)
+        .require_table(&outflow_iceberg::schema::parse_table_ident("quickstart.trips")?)
         .await?;
     println!(
         "rows in the table now: {}",
-        outflow_iceberg::sink::table_row_count(&table).await?
+        outflow_iceberg::table_row_count(&table).await?
     );
     println!("catalog:   {}/catalog.db (SQL catalog \"outflow\")", dir);
     println!("warehouse: {}/warehouse", dir);

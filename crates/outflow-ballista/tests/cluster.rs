@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
-use outflow_bigtable::{BigtableSink, ColumnFamily, ColumnMapping, RowKey, TableCreateOptions};
+use outflow_bigtable::{BigtableSinkOptions, ColumnFamily, ColumnMapping, RowKey, TableCreateOptions};
 use outflow_datafusion::{SinkSpec, SinkTable};
 use outflow_iceberg::{CatalogConfig, IcebergSinkOptions};
 use outflow_testkit::iceberg::TestCatalog;
@@ -356,7 +356,7 @@ async fn insert_select_on_two_executors_writes_every_row_to_bigtable() {
     let dir = tempfile::tempdir().unwrap();
     let (cluster, ctx) = cluster_with_source(dir.path(), KEYS).await;
     let table = unique_name("cluster");
-    let builder = BigtableSink::builder()
+    let options = BigtableSinkOptions::builder()
         .project("outflow-it")
         .instance("emulated")
         .endpoint(host.clone())
@@ -368,7 +368,9 @@ async fn insert_select_on_two_executors_writes_every_row_to_bigtable() {
                 .unwrap(),
         )
         .row_key(RowKey::field("key"))
-        .columns(ColumnMapping::family("cf"));
+        .columns(ColumnMapping::family("cf"))
+        .build()
+        .unwrap();
     let schema = Arc::new(Schema::new(vec![
         Field::new("key", DataType::Utf8, false),
         Field::new("city", DataType::Utf8, true),
@@ -377,7 +379,7 @@ async fn insert_select_on_two_executors_writes_every_row_to_bigtable() {
         "users",
         Arc::new(SinkTable::from_spec(
             schema,
-            SinkSpec::Bigtable(Box::new(builder)),
+            SinkSpec::Bigtable(Box::new(options)),
         )),
     )
     .unwrap();

@@ -172,7 +172,7 @@ async fn main() -> outflow_core::Result<()> {
                     env("OUTFLOW_BIGQUERY_GRPC"),
                 ))
                 .build()?;
-            let mut sink = BigQuerySink::builder(options).build().await?;
+            let mut sink = BigQuerySink::connect(options).await?;
             let mut start = 0;
             while start < rows {
                 let n = batch.min(rows - start);

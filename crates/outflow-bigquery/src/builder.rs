@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use outflow_core::{
-    CreateDisposition, Destination, Error, ErrorKind, Result, RetryPolicy, SchemaEvolutionOption,
+    CreateDisposition, Destination, Error, Result, RetryPolicy, SchemaEvolutionConfig, SchemaEvolutionOption,
     WriteDisposition,
 };
 
@@ -37,7 +37,7 @@ impl Default for BigQuerySinkOptionsBuilder {
                 create_disposition: CreateDisposition::default(),
                 write_disposition: WriteDisposition::default(),
                 schema: None,
-                schema_update_options: BTreeSet::new(),
+                schema_evolution: SchemaEvolutionConfig::default(),
                 time_partitioning: None,
                 clustering: Vec::new(),
                 ignore_unknown_values: false,
@@ -122,15 +122,11 @@ impl BigQuerySinkOptionsBuilder {
         self
     }
 
-    /// Allows one schema change (field addition or relaxation).
-    pub fn schema_update_option(mut self, option: SchemaEvolutionOption) -> Self {
-        self.options.schema_update_options.insert(option);
-        self
-    }
-
-    /// Allows several schema changes.
-    pub fn schema_update_options(mut self, options: impl IntoIterator<Item = SchemaEvolutionOption>) -> Self {
-        self.options.schema_update_options.extend(options);
+    /// The schema changes the sink may make before the rows that need them (field
+    /// addition, field relaxation), pinned columns, and what happens to rows that need
+    /// changes it may not make (`on_incompatible`: failed records unless set to `fail`).
+    pub fn schema_evolution(mut self, config: SchemaEvolutionConfig) -> Self {
+        self.options.schema_evolution = config;
         self
     }
 
@@ -202,15 +198,20 @@ impl BigQuerySinkOptionsBuilder {
                  (or set create_disposition: create_never)",
             ));
         }
-        for option in &o.schema_update_options {
-            if *option == SchemaEvolutionOption::AllowTypePromotion {
-                return Err(Error::new(
-                    ErrorKind::InvalidConfig,
-                    "schema_update_options: allow_type_promotion is not a BigQuery schema update option \
-                     (BigQuery allows field addition and field relaxation)",
-                )
-                .with_context("field", "schema_update_options"));
-            }
+        if o.schema_evolution
+            .allows(SchemaEvolutionOption::AllowTypePromotion)
+        {
+            return Err(Error::invalid_config(
+                "schema_evolution.options",
+                "allow_type_promotion is not a BigQuery schema update (BigQuery allows field addition and \
+                 field relaxation)",
+            ));
+        }
+        if o.schema_evolution.dry_run() {
+            return Err(Error::invalid_config(
+                "schema_evolution.dry_run",
+                "a sink writes; to see what it would change, plan instead (`outflow plan`)",
+            ));
         }
         let creates = o.create_disposition == CreateDisposition::CreateIfNeeded;
         if let Some(partitioning) = &o.time_partitioning {
@@ -431,7 +432,7 @@ mod tests {
         assert_eq!(o.stream_type(), StreamType::Committed);
         assert_eq!(o.create_disposition(), CreateDisposition::CreateIfNeeded);
         assert_eq!(o.write_disposition(), WriteDisposition::Append);
-        assert!(o.schema_update_options().is_empty());
+        assert!(!o.schema_evolution().is_enabled());
         assert!(!o.ignore_unknown_values());
         assert_eq!(o.max_request_bytes(), DEFAULT_MAX_REQUEST_BYTES);
         const { assert!(DEFAULT_MAX_REQUEST_BYTES < 4 * 1024 * 1024) };
@@ -456,8 +457,13 @@ mod tests {
             .create_disposition(CreateDisposition::CreateIfNeeded)
             .write_disposition(WriteDisposition::Truncate)
             .schema(schema())
-            .schema_update_option(SchemaEvolutionOption::AllowFieldAddition)
-            .schema_update_options([SchemaEvolutionOption::AllowFieldRelaxation])
+            .schema_evolution(
+                SchemaEvolutionConfig::builder()
+                    .allow(SchemaEvolutionOption::AllowFieldAddition)
+                    .allow(SchemaEvolutionOption::AllowFieldRelaxation)
+                    .build()
+                    .unwrap(),
+            )
             .time_partitioning(TimePartitioning::on(PartitionType::Day, "ts"))
             .clustering(["id", "d"])
             .ignore_unknown_values(true)
@@ -472,7 +478,7 @@ mod tests {
         assert_eq!(o.connection().credentials, Credentials::Anonymous);
         assert_eq!(o.stream_type(), StreamType::Pending);
         assert_eq!(o.write_disposition(), WriteDisposition::Truncate);
-        assert_eq!(o.schema_update_options().len(), 2);
+        assert_eq!(o.schema_evolution().options().len(), 2);
         assert_eq!(o.time_partitioning().unwrap().to_string(), "DAY(ts)");
         assert_eq!(o.clustering(), ["id", "d"]);
         assert!(o.ignore_unknown_values());
@@ -530,8 +536,13 @@ mod tests {
                 "default stream",
             ),
             (
-                base().schema_update_option(SchemaEvolutionOption::AllowTypePromotion),
-                "schema_update_options",
+                base().schema_evolution(
+                    SchemaEvolutionConfig::builder()
+                        .allow(SchemaEvolutionOption::AllowTypePromotion)
+                        .build()
+                        .unwrap(),
+                ),
+                "schema_evolution.options",
                 "promotion",
             ),
             (
@@ -624,7 +635,7 @@ write_disposition: WRITE_TRUNCATE
 schema:
   - {name: id, type: INTEGER, mode: REQUIRED}
   - {name: ts, type: TIMESTAMP}
-schema_update_options: [ALLOW_FIELD_ADDITION, allow_field_relaxation]
+schema_evolution: {options: [ALLOW_FIELD_ADDITION, allow_field_relaxation]}
 time_partitioning: {type: DAY, field: ts, expiration: 30d}
 clustering: [id]
 ignore_unknown_values: true

@@ -17,6 +17,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use gcloud_sdk::google::cloud::bigquery::storage::v1::big_query_write_client::BigQueryWriteClient;
+use gcloud_sdk::google::cloud::bigquery::storage::v1::{
+    BatchCommitWriteStreamsRequest, GetWriteStreamRequest,
+};
+use gcloud_sdk::{GoogleApi, GoogleAuthMiddleware, tonic};
 use google_cloud_auth::credentials::Credentials as AuthCredentials;
 use google_cloud_bigquery::client::Write;
 use google_cloud_bigquery::error::{AppendError, CommitError, WriterBuilderError};
@@ -27,7 +32,7 @@ use google_cloud_bigquery::write::{CommittedWriter, DefaultWriter, PendingWriter
 use google_cloud_bigquery_v2::client::{JobService, TableService};
 use google_cloud_gax::error::rpc::Code;
 use google_cloud_gax::retry_policy::NeverRetry;
-use outflow_core::{Error, ErrorKind, Result};
+use outflow_core::{Error, ErrorKind, Result, RetryClass};
 
 use crate::options::{ConnectionOptions, Credentials};
 use crate::stream::{Connection, Failure, StreamKind, WriteApi};
@@ -188,6 +193,103 @@ fn credentials(source: &Credentials) -> Result<Option<AuthCredentials>> {
     }
 }
 
+/// The Storage Write API's service endpoint, for the committer's client.
+const STORAGE_WRITE_SERVICE: &str = "https://bigquerystorage.googleapis.com";
+
+type WriteClient = BigQueryWriteClient<GoogleAuthMiddleware>;
+
+/// BatchCommitWriteStreams of several streams at once and GetWriteStream, which the
+/// official crate does not expose: gcloud-sdk's generated client of the same API, with the
+/// same endpoint and credentials as the sink's.
+#[derive(Clone)]
+pub struct StreamCommits {
+    api: GoogleApi<WriteClient>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for StreamCommits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamCommits").finish_non_exhaustive()
+    }
+}
+
+/// What one BatchCommitWriteStreams answered: nothing (all committed), or why each refused
+/// stream was refused (and then none was committed).
+pub type StreamErrors = Vec<(String, String)>;
+
+impl StreamCommits {
+    /// Connects to the connection's gRPC endpoint; `timeout` bounds each call.
+    pub async fn connect(connection: &ResolvedConnection, timeout: Duration) -> Result<StreamCommits> {
+        let url = connection.grpc.as_deref().unwrap_or(STORAGE_WRITE_SERVICE);
+        let credentials = match credentials(&connection.credentials)? {
+            Some(c) => c,
+            None => google_cloud_auth::credentials::Builder::default()
+                .build()
+                .map_err(|e| {
+                    Error::invalid_config(
+                        "connection.credentials",
+                        "cannot load Application Default Credentials",
+                    )
+                    .with_source(e)
+                })?,
+        };
+        let api = GoogleApi::from_function_with_credentials(WriteClient::new, url, None, credentials)
+            .await
+            .map_err(|e| {
+                RetryClass::Transient
+                    .error(format!("cannot connect to the Storage Write API at {url}"))
+                    .with_source(e)
+            })?;
+        Ok(StreamCommits { api, timeout })
+    }
+
+    /// Commits `streams` of table `parent` together; see [`StreamErrors`].
+    pub async fn batch_commit(&self, parent: &str, streams: &[String]) -> Result<StreamErrors> {
+        let what = format!("BatchCommitWriteStreams of {parent}");
+        let request = BatchCommitWriteStreamsRequest {
+            parent: parent.to_string(),
+            write_streams: streams.to_vec(),
+        };
+        let answer = self
+            .call(&what, self.api.get().batch_commit_write_streams(request))
+            .await?;
+        Ok(answer
+            .stream_errors
+            .into_iter()
+            .map(|e| (e.entity, e.error_message))
+            .collect())
+    }
+
+    /// Whether `stream` has been committed.
+    pub async fn is_committed(&self, stream: &str) -> Result<bool> {
+        let what = format!("GetWriteStream {stream}");
+        let request = GetWriteStreamRequest {
+            name: stream.to_string(),
+            ..Default::default()
+        };
+        let answer = self.call(&what, self.api.get().get_write_stream(request)).await?;
+        Ok(answer.commit_time.is_some())
+    }
+
+    async fn call<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(answer)) => Ok(answer.into_inner()),
+            Ok(Err(status)) => Err(
+                classify_status(Code::from(status.code() as i32), status.message())
+                    .error(format!("{what}: {}", status.message()))
+                    .with_source(status),
+            ),
+            Err(_) => {
+                Err(RetryClass::Transient.error(format!("{what}: no answer within {:?}", self.timeout)))
+            }
+        }
+    }
+}
+
 /// The Storage Write API as the sink's streams use it.
 #[derive(Clone, Debug)]
 pub struct StorageWrite {
@@ -215,8 +317,8 @@ fn gax_failure(e: google_cloud_gax::error::Error) -> Failure {
             message: status.message.clone(),
         },
         None => match classify(&e) {
-            Retry::Transient | Retry::Throttled => Failure::Broken(e.to_string()),
-            Retry::Permanent(_) => Failure::Client(e.to_string()),
+            RetryClass::Transient | RetryClass::Throttled => Failure::Broken(e.to_string()),
+            RetryClass::Permanent(_) => Failure::Client(e.to_string()),
         },
     }
 }
@@ -337,19 +439,9 @@ impl Connection for Writer {
     }
 }
 
-/// How a failed call should be handled.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Retry {
-    /// Try the same call again after a backoff.
-    Transient,
-    /// The service asked to slow down: try again after a backoff.
-    Throttled,
-    /// Do not try again.
-    Permanent(ErrorKind),
-}
-
-/// Classifies a service status (code and message) from either API.
-pub fn classify_status(code: Code, message: &str) -> Retry {
+/// Classifies a service status (code and message) from either API: BigQuery's classifier
+/// for the shared retry loop.
+pub fn classify_status(code: Code, message: &str) -> RetryClass {
     let lower = message.to_ascii_lowercase();
     match code {
         Code::Unavailable
@@ -357,66 +449,61 @@ pub fn classify_status(code: Code, message: &str) -> Retry {
         | Code::Internal
         | Code::DeadlineExceeded
         | Code::Cancelled
-        | Code::Unknown => Retry::Transient,
+        | Code::Unknown => RetryClass::Transient,
         // A gRPC server refusing a message over its size limit says RESOURCE_EXHAUSTED too;
         // sending it again cannot help.
         Code::ResourceExhausted
             if lower.contains("larger than max") || lower.contains("message too large") =>
         {
-            Retry::Permanent(ErrorKind::InvalidInput)
+            RetryClass::Permanent(ErrorKind::InvalidInput)
         }
-        Code::ResourceExhausted => Retry::Throttled,
+        Code::ResourceExhausted => RetryClass::Throttled,
         // BigQuery's REST API reports rate limits as 403.
-        Code::PermissionDenied if lower.contains("rate limit") || lower.contains("quota") => Retry::Throttled,
-        Code::PermissionDenied | Code::Unauthenticated => Retry::Permanent(ErrorKind::InvalidConfig),
-        Code::NotFound => Retry::Permanent(ErrorKind::NotFound),
-        Code::AlreadyExists => Retry::Permanent(ErrorKind::AlreadyExists),
-        Code::FailedPrecondition => Retry::Permanent(ErrorKind::Conflict),
-        Code::InvalidArgument | Code::OutOfRange => Retry::Permanent(ErrorKind::InvalidInput),
-        Code::Unimplemented => Retry::Permanent(ErrorKind::Unsupported),
-        _ => Retry::Permanent(ErrorKind::Internal),
+        Code::PermissionDenied if lower.contains("rate limit") || lower.contains("quota") => {
+            RetryClass::Throttled
+        }
+        Code::PermissionDenied | Code::Unauthenticated => RetryClass::Permanent(ErrorKind::InvalidConfig),
+        Code::NotFound => RetryClass::Permanent(ErrorKind::NotFound),
+        Code::AlreadyExists => RetryClass::Permanent(ErrorKind::AlreadyExists),
+        Code::FailedPrecondition => RetryClass::Permanent(ErrorKind::Conflict),
+        Code::InvalidArgument | Code::OutOfRange => RetryClass::Permanent(ErrorKind::InvalidInput),
+        Code::Unimplemented => RetryClass::Permanent(ErrorKind::Unsupported),
+        _ => RetryClass::Permanent(ErrorKind::Internal),
     }
 }
 
 /// Classifies any client error: service statuses by code, HTTP 429/5xx without a status,
 /// and failures before or around the call (connect, I/O, timeouts) as transient.
-pub fn classify(e: &google_cloud_gax::error::Error) -> Retry {
+pub fn classify(e: &google_cloud_gax::error::Error) -> RetryClass {
     if let Some(status) = e.status() {
         return classify_status(status.code, &status.message);
     }
     match e.http_status_code() {
-        Some(429) => return Retry::Throttled,
-        Some(500..=599) => return Retry::Transient,
-        Some(404) => return Retry::Permanent(ErrorKind::NotFound),
-        Some(409) => return Retry::Permanent(ErrorKind::AlreadyExists),
-        Some(400..=499) => return Retry::Permanent(ErrorKind::InvalidInput),
+        Some(429) => return RetryClass::Throttled,
+        Some(500..=599) => return RetryClass::Transient,
+        Some(404) => return RetryClass::Permanent(ErrorKind::NotFound),
+        Some(409) => return RetryClass::Permanent(ErrorKind::AlreadyExists),
+        Some(400..=499) => return RetryClass::Permanent(ErrorKind::InvalidInput),
         _ => {}
     }
     if e.is_timeout() || e.is_io() || e.is_connect() || e.is_transport() || e.is_transient_and_before_rpc() {
-        return Retry::Transient;
+        return RetryClass::Transient;
     }
     if e.is_authentication() {
-        return Retry::Permanent(ErrorKind::InvalidConfig);
+        return RetryClass::Permanent(ErrorKind::InvalidConfig);
     }
-    Retry::Permanent(ErrorKind::Internal)
+    RetryClass::Permanent(ErrorKind::Internal)
 }
 
 /// An Outflow error for a failed client call: the kind and retryability from
 /// [`classify`], the service's message, `what` was being done, and the client error as
 /// source.
 pub fn service_error(what: &str, e: google_cloud_gax::error::Error) -> Error {
-    let (kind, retryable) = match classify(&e) {
-        Retry::Transient => (ErrorKind::Transient, true),
-        Retry::Throttled => (ErrorKind::Throttled, true),
-        Retry::Permanent(kind) => (kind, false),
-    };
     let detail = e
         .status()
         .map(|s| s.message.clone())
         .unwrap_or_else(|| e.to_string());
-    Error::new(kind, format!("{what}: {detail}"))
-        .with_retryable(retryable)
-        .with_source(e)
+    classify(&e).error(format!("{what}: {detail}")).with_source(e)
 }
 
 /// Whether the error is the service saying the thing does not exist.
@@ -493,12 +580,12 @@ mod tests {
     fn statuses_classify_by_code_and_message() {
         assert_eq!(
             classify(&status(Code::Unavailable, "try later")),
-            Retry::Transient
+            RetryClass::Transient
         );
-        assert_eq!(classify(&status(Code::Internal, "oops")), Retry::Transient);
+        assert_eq!(classify(&status(Code::Internal, "oops")), RetryClass::Transient);
         assert_eq!(
             classify(&status(Code::ResourceExhausted, "quota")),
-            Retry::Throttled
+            RetryClass::Throttled
         );
         // What a gRPC server says about a request over its size limit (recorded from the
         // emulator): retrying cannot help.
@@ -507,7 +594,7 @@ mod tests {
                 Code::ResourceExhausted,
                 "SERVER: Received message larger than max (5243720 vs. 4194304)"
             )),
-            Retry::Permanent(ErrorKind::InvalidInput)
+            RetryClass::Permanent(ErrorKind::InvalidInput)
         );
         // BigQuery's REST API: rateLimitExceeded is a 403.
         assert_eq!(
@@ -515,27 +602,27 @@ mod tests {
                 Code::PermissionDenied,
                 "Exceeded rate limits: too many table update operations"
             )),
-            Retry::Throttled
+            RetryClass::Throttled
         );
         assert_eq!(
             classify(&status(Code::PermissionDenied, "Access Denied")),
-            Retry::Permanent(ErrorKind::InvalidConfig)
+            RetryClass::Permanent(ErrorKind::InvalidConfig)
         );
         assert_eq!(
             classify(&status(Code::NotFound, "Not found: Table p:d.t")),
-            Retry::Permanent(ErrorKind::NotFound)
+            RetryClass::Permanent(ErrorKind::NotFound)
         );
         assert_eq!(
             classify(&status(Code::InvalidArgument, "bad")),
-            Retry::Permanent(ErrorKind::InvalidInput)
+            RetryClass::Permanent(ErrorKind::InvalidInput)
         );
         assert_eq!(
             classify(&google_cloud_gax::error::Error::io("reset")),
-            Retry::Transient
+            RetryClass::Transient
         );
         assert_eq!(
             classify(&google_cloud_gax::error::Error::timeout("slow")),
-            Retry::Transient
+            RetryClass::Transient
         );
         let e = service_error(
             "tables.get p.d.t",

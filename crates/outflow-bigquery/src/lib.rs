@@ -2,15 +2,24 @@
 //! API, on the official `google-cloud-bigquery` (gRPC) and `google-cloud-bigquery-v2`
 //! (REST) crates.
 //!
-//! - [`BigQuerySink`] writes batches exactly once (committed or pending streams with
-//!   offsets) or at least once (the default stream), with create and write dispositions,
-//!   schema updates decided by the shared planner, dynamic destinations and failed records.
-//!   [`BigQuerySink::preparer`] prepares tables for runners; [`Checkpoint`] resumes a writer.
-//! - [`BigQuerySinkOptions`] (built by [`BigQuerySinkOptionsBuilder`], or read from a job
-//!   file) holds every setting; [`TableSchema`] is BigQuery's JSON schema format.
-//! - [`ensure_table`] creates or evolves a table from a schema file
-//!   (`outflow bigquery ensure-table`).
-//! - [`types`] is the Arrow to BigQuery type mapping; [`request`] cuts rows into requests.
+//! The modules every Outflow sink crate has, with the same meaning:
+//! - [`options`]: what users write ([`BigQuerySinkOptions`], [`ConnectionOptions`],
+//!   [`TimePartitioning`]...), serde types whose field docs are the user docs; [`builder`]:
+//!   [`BigQuerySinkOptionsBuilder`], validating in `build()`.
+//! - [`schema`]: BigQuery's JSON schema format ([`TableSchema`]) and the type mapping
+//!   between Arrow, Outflow's schema model and BigQuery ([`schema::types`]).
+//! - [`sink`]: [`BigQuerySink`], the write loop: exactly once (committed or pending streams
+//!   with offsets) or at least once (the default stream), dispositions, schema updates
+//!   decided by the shared planner, dynamic destinations and failed records; a
+//!   [`Checkpoint`] resumes a writer.
+//! - [`admin`]: tables.insert/get/patch, truncation by copy job, [`ensure_table`] (what
+//!   `outflow bigquery ensure-table` runs) and [`BigQueryPreparer`].
+//! - [`client`]: the service clients and what their errors mean for retrying.
+//!
+//! And BigQuery's own: [`commit`] (the committer of a two-phase write:
+//! [`BigQueryCommitter`] commits every writer's pending streams together), [`stream`] (one
+//! table's write stream: offsets, retries, finalize and commit), [`request`] and [`rows`]
+//! (rows into AppendRows requests under the limits) and [`table_ref`] (table names).
 //!
 //! `docs/bigquery.md` describes options, guarantees, the type table, limits and emulators.
 #![deny(missing_docs)]
@@ -18,7 +27,7 @@
 pub mod admin;
 pub mod builder;
 pub mod client;
-pub mod ensure;
+pub mod commit;
 pub mod options;
 pub mod request;
 pub mod rows;
@@ -26,14 +35,15 @@ pub mod schema;
 pub mod sink;
 pub mod stream;
 pub mod table_ref;
-pub mod types;
 
+pub use admin::BigQueryPreparer;
+pub use admin::ensure::{EnsureTable, EnsureTableReport, ensure_table};
 pub use builder::BigQuerySinkOptionsBuilder;
-pub use ensure::{EnsureTable, EnsureTableReport, ensure_table};
+pub use commit::{BigQueryCommitter, PendingStream};
 pub use options::{
     BigQuerySinkOptions, ConnectionOptions, Credentials, PartitionType, StreamType, TimePartitioning,
     WriteMethod,
 };
 pub use schema::{FieldMode, FieldType, TableField, TableSchema};
-pub use sink::{BigQueryPreparer, BigQuerySink, BigQuerySinkBuilder, Checkpoint, StreamCheckpoint};
+pub use sink::{BigQuerySink, Checkpoint, StreamCheckpoint};
 pub use table_ref::TableRef;

@@ -15,19 +15,19 @@
 //!     schema:
 //!       - {name: id, type: INT64, mode: REQUIRED}
 //!       - {name: ts, type: TIMESTAMP}
-//!     schema_update_options: [allow_field_addition, allow_field_relaxation]
+//!     schema_evolution: {options: [allow_field_addition, allow_field_relaxation]}
 //!     time_partitioning: {type: DAY, field: ts}
 //!     clustering: [id]
 //!     ignore_unknown_values: false
 //!     connection: {emulator_host: "127.0.0.1:9050"}
 //! ```
 
-use std::collections::BTreeSet;
 use std::fmt;
+use std::path::Path;
 use std::time::Duration;
 
 use outflow_core::{
-    CreateDisposition, Destination, Error, RetryPolicy, SchemaEvolutionOption, WriteDisposition,
+    CreateDisposition, Destination, Error, RetryPolicy, SchemaEvolutionConfig, WriteDisposition,
 };
 use serde::{Deserialize, Serialize};
 
@@ -257,7 +257,7 @@ pub struct BigQuerySinkOptions {
     pub(crate) create_disposition: CreateDisposition,
     pub(crate) write_disposition: WriteDisposition,
     pub(crate) schema: Option<TableSchema>,
-    pub(crate) schema_update_options: BTreeSet<SchemaEvolutionOption>,
+    pub(crate) schema_evolution: SchemaEvolutionConfig,
     pub(crate) time_partitioning: Option<TimePartitioning>,
     pub(crate) clustering: Vec<String>,
     pub(crate) ignore_unknown_values: bool,
@@ -276,6 +276,12 @@ impl BigQuerySinkOptions {
     /// A builder holding these options, to change some.
     pub fn to_builder(&self) -> BigQuerySinkOptionsBuilder {
         BigQuerySinkOptionsBuilder::from_options(self.clone())
+    }
+
+    /// Checks the options without I/O, naming the field at fault, as `build()` and
+    /// deserializing do.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.to_builder().build().map(|_| ())
     }
 
     /// The default project of table names that name none.
@@ -323,9 +329,10 @@ impl BigQuerySinkOptions {
         self.schema.as_ref()
     }
 
-    /// The schema changes the sink may make.
-    pub fn schema_update_options(&self) -> &BTreeSet<SchemaEvolutionOption> {
-        &self.schema_update_options
+    /// The schema changes the sink may make (field addition and relaxation), and what
+    /// happens to rows that need others: failed records unless `on_incompatible: fail`.
+    pub fn schema_evolution(&self) -> &SchemaEvolutionConfig {
+        &self.schema_evolution
     }
 
     /// The time partitioning of tables the sink creates.
@@ -357,6 +364,19 @@ impl BigQuerySinkOptions {
     pub fn request_timeout(&self) -> Duration {
         self.request_timeout
     }
+
+    /// The same options with a relative service-account key file taken relative to `base`
+    /// instead of the working directory.
+    pub fn relative_to(&self, base: &Path) -> BigQuerySinkOptions {
+        let mut options = self.clone();
+        if let Credentials::ServiceAccountKey(path) = &options.connection.credentials
+            && Path::new(path).is_relative()
+        {
+            let resolved = base.join(path).display().to_string();
+            options.connection.credentials = Credentials::ServiceAccountKey(resolved);
+        }
+        options
+    }
 }
 
 /// The serialized form of [`BigQuerySinkOptions`]: the job file's keys.
@@ -380,8 +400,8 @@ pub(crate) struct OptionsSpec {
     pub write_disposition: WriteDisposition,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<TableSchema>,
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub schema_update_options: BTreeSet<SchemaEvolutionOption>,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub schema_evolution: SchemaEvolutionConfig,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_partitioning: Option<TimePartitioning>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -419,7 +439,7 @@ impl TryFrom<OptionsSpec> for BigQuerySinkOptions {
             create_disposition: spec.create_disposition,
             write_disposition: spec.write_disposition,
             schema: spec.schema,
-            schema_update_options: spec.schema_update_options,
+            schema_evolution: spec.schema_evolution,
             time_partitioning: spec.time_partitioning,
             clustering: spec.clustering,
             ignore_unknown_values: spec.ignore_unknown_values,
@@ -443,7 +463,7 @@ impl From<BigQuerySinkOptions> for OptionsSpec {
             create_disposition: o.create_disposition,
             write_disposition: o.write_disposition,
             schema: o.schema,
-            schema_update_options: o.schema_update_options,
+            schema_evolution: o.schema_evolution,
             time_partitioning: o.time_partitioning,
             clustering: o.clustering,
             ignore_unknown_values: o.ignore_unknown_values,
@@ -464,5 +484,29 @@ impl<'de> Deserialize<'de> for BigQuerySinkOptions {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let spec = OptionsSpec::deserialize(d)?;
         BigQuerySinkOptions::try_from(spec).map_err(|e| serde::de::Error::custom(e.message()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_key_file_resolves_against_a_base() {
+        let options = BigQuerySinkOptions::builder()
+            .table("p.d.t")
+            .create_disposition(CreateDisposition::CreateNever)
+            .connection(ConnectionOptions {
+                credentials: Credentials::ServiceAccountKey("keys/sa.json".into()),
+                ..ConnectionOptions::default()
+            })
+            .build()
+            .unwrap();
+        let moved = options.relative_to(Path::new("/jobs"));
+        assert_eq!(
+            moved.connection().credentials,
+            Credentials::ServiceAccountKey("/jobs/keys/sa.json".into())
+        );
+        assert_eq!(moved.relative_to(Path::new("/elsewhere")), moved);
     }
 }

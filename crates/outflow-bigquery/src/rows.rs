@@ -23,15 +23,15 @@ use bytes::Bytes;
 use outflow_core::evolution::{ChangeKind, EvolutionPlan, SchemaEvolutionConfig};
 use outflow_core::schema::{InputSchema, Schema, conform_batch};
 use outflow_core::sink::{DestinationStats, row_to_json};
-use outflow_core::{Error, ErrorKind, FailedRecord, Result};
+use outflow_core::{Error, ErrorKind, FailedRecord, IncompatibleSchemaHandling, Result};
 
 use crate::admin::plan_evolution;
 use crate::request::{
     EncodedRequest, NullMap, Rows, align_names, encode_requests, finalize_batch, ipc_batch, ipc_schema,
 };
 use crate::schema::TableSchema;
+use crate::schema::types::{ListNulls, target_schema, to_core};
 use crate::stream::{Appended, StreamWriter};
-use crate::types::{ListNulls, target_schema, to_core};
 
 /// Rows set aside, by position in the rows being written, with the reason.
 type Refused = Vec<(usize, String)>;
@@ -103,8 +103,11 @@ impl TableRows {
 
     /// Plans the rows against the table's schema (in the planner's model) with the shared
     /// planner. Returns the plan when the table's schema must change before the rows are
-    /// sent; rows that cannot be written under `config` are failed.
+    /// sent; rows that cannot be written under `config` are failed, or, with
+    /// `on_incompatible: fail`, fail the call.
     pub fn plan(&mut self, table: &Schema, config: &SchemaEvolutionConfig) -> Result<Option<EvolutionPlan>> {
+        let routed = config.on_incompatible_or(IncompatibleSchemaHandling::RouteToErrors)
+            == IncompatibleSchemaHandling::RouteToErrors;
         // Two rounds: the second plans what is left once rows with nulls in required
         // columns are set aside, which then fits or does not.
         for _ in 0..2 {
@@ -118,10 +121,15 @@ impl TableRows {
             if plan.all_compatible() {
                 return Ok(plan.changes_schema().then_some(plan));
             }
+            if !routed {
+                return Err(plan
+                    .rejection_error(&format!("rows for {} do not fit the table", self.name))
+                    .with_context("table", self.name.clone()));
+            }
             match null_rows(&plan, &nulls) {
                 Some(refused) if refused.len() < self.rows.len() => self.refuse(refused)?,
                 _ => {
-                    let reasons = plan_reasons(&plan);
+                    let reasons = plan.rejection_message();
                     let all = (0..self.rows.len()).map(|p| (p, reasons.clone())).collect();
                     self.refuse(all)?;
                     return Ok(None);
@@ -286,19 +294,6 @@ fn null_rows(plan: &EvolutionPlan, nulls: &NullMap) -> Option<Refused> {
         }
     }
     Some(out.into_iter().collect())
-}
-
-fn plan_reasons(plan: &EvolutionPlan) -> String {
-    let reasons: Vec<String> = plan
-        .rejection_reasons()
-        .iter()
-        .map(|(_, r)| r.to_string())
-        .collect();
-    if reasons.is_empty() {
-        format!("the rows do not fit the table: {}", plan.render(None).trim())
-    } else {
-        reasons.join("; ")
-    }
 }
 
 /// Conforms rows to `target`; when the batch as a whole does not convert, each row is tried

@@ -17,26 +17,24 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_schema::SchemaRef;
 use async_trait::async_trait;
-use outflow_core::evolution::{EvolutionPlan, SchemaEvolutionConfig, Verdict};
-use outflow_core::schema::{InputSchema, Schema};
+use outflow_core::evolution::{EvolutionPlan, SchemaEvolutionConfig};
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
-    CreateDisposition, Destination, DestinationPlan, Error, ErrorKind, FailedRecord, PlannedAction,
-    PrepareDestination, Result, SchemaEvolutionOption, Sink, WriteDisposition, WriteResult,
+    CreateDisposition, Destination, Error, ErrorKind, FailedRecord, Result, SchemaEvolutionOption, Sink,
+    TwoPhaseSink, WriteDisposition, WriteResult,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
-use crate::admin::{Admin, TableInfo, plan_evolution};
+use crate::admin::{Admin, BigQueryPreparer, TableInfo};
 use crate::client::{Clients, ResolvedConnection, StorageWrite, process_env};
+use crate::commit::PendingStream;
 use crate::options::{BigQuerySinkOptions, StreamType, WriteMethod};
-use crate::request::{Rows, align_names, shape_input};
+use crate::request::{Rows, shape_input};
 use crate::rows::TableRows;
 use crate::stream::{StreamKind, StreamWriter, WriteApi};
 use crate::table_ref::TableRef;
-use crate::types::to_core;
 
 /// Where an exactly-once sink stood: per table, its stream and the offset of the next
 /// append, and how many input rows it had been given. Take it with
@@ -67,78 +65,28 @@ pub struct StreamCheckpoint {
     pub staging_table: Option<String>,
 }
 
-/// Builds a [`BigQuerySink`] from validated options.
-#[derive(Debug)]
-pub struct BigQuerySinkBuilder {
-    options: BigQuerySinkOptions,
-    resume: Option<Checkpoint>,
-}
-
-impl BigQuerySinkBuilder {
-    /// Continues from a checkpoint of an earlier exactly-once sink.
-    pub fn resume_from(mut self, checkpoint: Checkpoint) -> Self {
-        self.resume = Some(checkpoint);
-        self
-    }
-
-    /// Connects the clients (reading `BIGQUERY_EMULATOR_HOST` and credentials); no request
-    /// is made until the first batch or preparation.
-    pub async fn build(self) -> Result<BigQuerySink> {
-        let o = &self.options;
-        if self.resume.as_ref().is_some_and(|c| !c.streams.is_empty())
-            && o.write_method != WriteMethod::ExactlyOnce
-        {
-            return Err(Error::invalid_config(
-                "resume_from",
-                "streams can only be resumed with write_method exactly_once",
-            ));
-        }
-        let connection = ResolvedConnection::resolve(&o.connection, process_env)?;
-        let clients = Clients::connect(&connection).await?;
-        let write_api: Arc<dyn WriteApi> =
-            Arc::new(StorageWrite::new(clients.write.clone(), o.request_timeout));
-        let evolution = SchemaEvolutionConfig::builder()
-            .allow_all(o.schema_update_options.iter().copied())
-            .build()?;
-        let resume = self.resume.unwrap_or_default();
-        let shared = Arc::new(Shared {
-            admin: Admin::new(clients, o.retry.clone(), o.request_timeout),
-            evolution,
-            write_api,
-            prepared: Mutex::new(HashMap::new()),
-            resume: resume.streams.clone(),
-            options: self.options,
-        });
-        Ok(BigQuerySink {
-            shared,
-            destinations: BTreeMap::new(),
-            result: WriteResult::default(),
-            next_row: resume.rows,
-            closed: false,
-        })
-    }
-}
-
 /// What the sink and its preparer share.
-struct Shared {
-    options: BigQuerySinkOptions,
-    evolution: SchemaEvolutionConfig,
-    admin: Admin,
+pub(crate) struct Shared {
+    pub(crate) options: BigQuerySinkOptions,
+    pub(crate) evolution: SchemaEvolutionConfig,
+    pub(crate) admin: Admin,
     write_api: Arc<dyn WriteApi>,
-    prepared: Mutex<HashMap<TableRef, Prepared>>,
+    pub(crate) prepared: Mutex<HashMap<TableRef, Prepared>>,
     resume: BTreeMap<String, StreamCheckpoint>,
+    /// Rows are made visible by a committer (see [`TwoPhaseSink`]), not by this sink.
+    two_phase: bool,
 }
 
 /// A table ready for rows.
 #[derive(Clone, Debug)]
-struct Prepared {
-    table: TableInfo,
-    created: bool,
-    staging: Option<TableInfo>,
+pub(crate) struct Prepared {
+    pub(crate) table: TableInfo,
+    pub(crate) created: bool,
+    pub(crate) staging: Option<TableInfo>,
 }
 
 impl Shared {
-    fn resolve(&self, name: &str) -> Result<TableRef> {
+    pub(crate) fn resolve(&self, name: &str) -> Result<TableRef> {
         TableRef::parse(
             name,
             self.options.project.as_deref(),
@@ -151,7 +99,7 @@ impl Shared {
     }
 
     /// Creates or checks the table once; later calls return what the first found.
-    async fn prepare(&self, t: &TableRef) -> Result<Prepared> {
+    pub(crate) async fn prepare(&self, t: &TableRef) -> Result<Prepared> {
         let mut prepared = self.prepared.lock().await;
         if let Some(p) = prepared.get(t) {
             return Ok(p.clone());
@@ -226,9 +174,10 @@ impl Shared {
     }
 
     fn stream_kind(&self) -> StreamKind {
-        if self.is_truncate() {
-            // Staged rows must stay invisible until the swap, and a copy job reads only
-            // committed storage, not rows still in a streaming buffer.
+        // Staged rows must stay invisible until the swap, and a committer commits only
+        // pending streams.
+        if self.is_truncate() || (self.two_phase && self.options.write_method == WriteMethod::ExactlyOnce) {
+            // A copy job reads only committed storage, not rows still in a streaming buffer.
             return StreamKind::Pending;
         }
         match (self.options.write_method, self.options.stream_type()) {
@@ -239,7 +188,7 @@ impl Shared {
     }
 
     /// Whether columns the table lacks are added (rather than dropped or refused).
-    fn adds_fields(&self) -> bool {
+    pub(crate) fn adds_fields(&self) -> bool {
         self.evolution.allows(SchemaEvolutionOption::AllowFieldAddition)
     }
 }
@@ -271,12 +220,60 @@ impl std::fmt::Debug for BigQuerySink {
 }
 
 impl BigQuerySink {
-    /// A builder for a sink with `options`.
-    pub fn builder(options: BigQuerySinkOptions) -> BigQuerySinkBuilder {
-        BigQuerySinkBuilder {
-            options,
-            resume: None,
+    /// Connects the clients (reading `BIGQUERY_EMULATOR_HOST` and credentials); no request
+    /// is made until the first batch or preparation.
+    pub async fn connect(options: BigQuerySinkOptions) -> Result<BigQuerySink> {
+        BigQuerySink::open(options, Checkpoint::default(), false).await
+    }
+
+    /// Continues from a checkpoint of an earlier exactly-once sink (see [`Checkpoint`]).
+    pub async fn resume(options: BigQuerySinkOptions, checkpoint: Checkpoint) -> Result<BigQuerySink> {
+        if !checkpoint.streams.is_empty() && options.write_method != WriteMethod::ExactlyOnce {
+            return Err(Error::invalid_config(
+                "resume_from",
+                "streams can only be resumed with write_method exactly_once",
+            ));
         }
+        BigQuerySink::open(options, checkpoint, false).await
+    }
+
+    /// A writer of a two-phase write: exactly-once rows go to pending streams that
+    /// [`TwoPhaseSink::prepare_commit`] finalizes and a [`BigQueryCommitter`] commits,
+    /// together with every other writer's (at-least-once rows are visible once written, as
+    /// always). `truncate` is refused: each writer would swap in its own rows.
+    pub async fn connect_two_phase(options: BigQuerySinkOptions) -> Result<BigQuerySink> {
+        if options.write_disposition == WriteDisposition::Truncate {
+            return Err(Error::invalid_config(
+                "write_disposition",
+                "truncate is not supported when several writers commit together (a DataFusion or \
+                 Ballista statement): write with one sink, or append",
+            ));
+        }
+        BigQuerySink::open(options, Checkpoint::default(), true).await
+    }
+
+    async fn open(options: BigQuerySinkOptions, resume: Checkpoint, two_phase: bool) -> Result<BigQuerySink> {
+        let o = &options;
+        let connection = ResolvedConnection::resolve(&o.connection, process_env)?;
+        let clients = Clients::connect(&connection).await?;
+        let write_api: Arc<dyn WriteApi> =
+            Arc::new(StorageWrite::new(clients.write.clone(), o.request_timeout));
+        let shared = Arc::new(Shared {
+            admin: Admin::new(clients, o.retry.clone(), o.request_timeout),
+            evolution: o.schema_evolution.clone(),
+            write_api,
+            prepared: Mutex::new(HashMap::new()),
+            resume: resume.streams.clone(),
+            two_phase,
+            options,
+        });
+        Ok(BigQuerySink {
+            shared,
+            destinations: BTreeMap::new(),
+            result: WriteResult::default(),
+            next_row: resume.rows,
+            closed: false,
+        })
     }
 
     /// The sink's options.
@@ -291,9 +288,7 @@ impl BigQuerySink {
 
     /// Prepares destinations for this sink (shares what it prepared with the sink).
     pub fn preparer(&self) -> BigQueryPreparer {
-        BigQueryPreparer {
-            shared: self.shared.clone(),
-        }
+        BigQueryPreparer::new(self.shared.clone())
     }
 
     /// Where the sink stands, to resume from after a crash (exactly-once only; see
@@ -447,6 +442,36 @@ impl Sink for BigQuerySink {
     }
 }
 
+#[async_trait]
+impl TwoPhaseSink for BigQuerySink {
+    type Committable = PendingStream;
+
+    /// Finalizes every table's pending stream and hands it over uncommitted, with what was
+    /// written and rejected. Rows of committed and default streams are visible already.
+    async fn prepare_commit(&mut self) -> Result<outflow_core::Prepared<PendingStream>> {
+        if self.closed {
+            return Err(Error::new(ErrorKind::InvalidInput, "the BigQuery sink is closed"));
+        }
+        self.closed = true;
+        let mut committables = Vec::new();
+        for writer in self.destinations.values_mut() {
+            if let Some(stream) = writer.stream.finalize().await? {
+                committables.push(PendingStream {
+                    table: writer.name.clone(),
+                    stream,
+                });
+            }
+            writer.stream.finish().await;
+            self.result
+                .record(&writer.name, std::mem::take(&mut writer.stats));
+        }
+        Ok(outflow_core::Prepared {
+            committables,
+            result: std::mem::take(&mut self.result),
+        })
+    }
+}
+
 fn failed_record(destination: &str, rows: &Rows, position: usize, reason: &str) -> FailedRecord {
     FailedRecord {
         destination: destination.to_string(),
@@ -518,163 +543,6 @@ impl TableWriter {
             tracing::info!(table = %self.name, "replaced the table's rows");
         }
         Ok(())
-    }
-}
-
-/// Prepares BigQuery tables for data: creates them, checks dispositions and makes the
-/// schema updates the options allow, or says what it would do.
-#[derive(Clone)]
-pub struct BigQueryPreparer {
-    shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for BigQueryPreparer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BigQueryPreparer").finish_non_exhaustive()
-    }
-}
-
-/// An input schema from an Arrow schema alone: null counts are unknown, so a column the
-/// input declares nullable may hold nulls.
-fn declared_input(schema: &SchemaRef, table: Option<&TableInfo>, drop_unknown: bool) -> Result<InputSchema> {
-    let empty = RecordBatch::new_empty(schema.clone());
-    let mut batch = shape_input(&empty)?;
-    if let Some(t) = table {
-        batch = align_names(&batch, &t.schema, drop_unknown)?;
-    }
-    let schema = Schema::from_arrow(batch.schema().as_ref())?;
-    Ok(InputSchema::new(schema))
-}
-
-impl BigQueryPreparer {
-    fn details(&self, t: &TableRef) -> Vec<String> {
-        let o = &self.shared.options;
-        let mut out = Vec::new();
-        match o.write_disposition {
-            WriteDisposition::Truncate => out.push(format!(
-                "write_disposition truncate: rows are staged in a copy of {t} and swapped in at each flush \
-                 by one copy job (WRITE_TRUNCATE)"
-            )),
-            WriteDisposition::Empty => out.push(format!("write_disposition empty: {t} must hold no rows")),
-            WriteDisposition::Append => {}
-        }
-        out
-    }
-
-    fn creation_details(&self) -> Vec<String> {
-        let o = &self.shared.options;
-        let mut out = Vec::new();
-        if let Some(schema) = &o.schema {
-            out.push(format!(
-                "create with {} columns from the configured schema",
-                schema.fields.len()
-            ));
-        }
-        if let Some(p) = &o.time_partitioning {
-            out.push(format!("time partitioning {p}"));
-        }
-        if !o.clustering.is_empty() {
-            out.push(format!("clustering by {}", o.clustering.join(", ")));
-        }
-        out
-    }
-
-    async fn plan_or_prepare(
-        &self,
-        destination: &str,
-        schema: &SchemaRef,
-        apply: bool,
-    ) -> Result<DestinationPlan> {
-        let shared = &self.shared;
-        let o = &shared.options;
-        let t = match shared.resolve(destination) {
-            Ok(t) => t,
-            Err(e) => return Ok(DestinationPlan::failed(destination, &e)),
-        };
-        let name = t.to_string();
-        let drop_unknown = o.ignore_unknown_values && !shared.adds_fields();
-        let (table, created) = if apply {
-            let p = shared.prepare(&t).await?;
-            (Some(p.table), p.created)
-        } else {
-            (shared.admin.get(&t).await?, false)
-        };
-        let mut plan = match &table {
-            None if o.create_disposition == CreateDisposition::CreateNever => {
-                let e = Error::not_found("table", &t);
-                return Ok(
-                    DestinationPlan::failed(&name, &e).with_detail("create_disposition is create_never")
-                );
-            }
-            None => {
-                let mut plan = DestinationPlan::new(&name, PlannedAction::Create);
-                for d in self.creation_details() {
-                    plan = plan.with_detail(d);
-                }
-                let core = to_core(o.schema.as_ref().expect("checked by build()"));
-                let input = declared_input(schema, None, drop_unknown)?;
-                plan.with_evolution(plan_evolution(Some(&core), &input, &shared.evolution)?)
-            }
-            Some(info) => {
-                if !apply
-                    && o.write_disposition == WriteDisposition::Empty
-                    && !shared.admin.is_empty(&t).await?
-                {
-                    let e = Error::new(
-                        ErrorKind::Conflict,
-                        format!("table {t} holds rows, and write_disposition is empty"),
-                    );
-                    return Ok(DestinationPlan::failed(&name, &e));
-                }
-                let input = declared_input(schema, Some(info), drop_unknown)?;
-                let evolution = plan_evolution(Some(&info.core), &input, &shared.evolution)?;
-                let compatible = evolution
-                    .verdicts
-                    .iter()
-                    .all(|v| v.verdict != Verdict::Incompatible);
-                let action = if created {
-                    PlannedAction::Create
-                } else if compatible && evolution.changes_schema() {
-                    PlannedAction::Update
-                } else {
-                    PlannedAction::Unchanged
-                };
-                if apply && compatible && evolution.all_compatible() && evolution.changes_schema() {
-                    let mut prepared = shared.prepared.lock().await;
-                    if let Some(p) = prepared.get_mut(&t) {
-                        p.table = shared.admin.evolve(&p.table, &evolution).await?;
-                        if let Some(staging) = &p.staging {
-                            p.staging = Some(shared.admin.evolve(staging, &evolution).await?);
-                        }
-                    }
-                }
-                let mut plan = DestinationPlan::new(&name, action);
-                if created {
-                    for d in self.creation_details() {
-                        plan = plan.with_detail(d);
-                    }
-                }
-                if !compatible {
-                    plan = plan.with_detail("rows that do not fit the table come back as failed records");
-                }
-                plan.with_evolution(evolution)
-            }
-        };
-        for d in self.details(&t) {
-            plan = plan.with_detail(d);
-        }
-        Ok(plan)
-    }
-}
-
-#[async_trait]
-impl PrepareDestination for BigQueryPreparer {
-    async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        self.plan_or_prepare(destination, schema, false).await
-    }
-
-    async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        self.plan_or_prepare(destination, schema, true).await
     }
 }
 

@@ -16,15 +16,14 @@
 //!   sees the new schema, and a refusal that names the old schema is retried until the
 //!   change has reached the Storage Write API.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use google_cloud_gax::error::rpc::Code;
-use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
-use rand::Rng;
+use outflow_core::{Error, ErrorKind, Result, RetryClass, RetryPolicy};
 
-use crate::client::{Retry, classify_status};
+use crate::client::classify_status;
 
 /// The kind of stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +112,7 @@ pub enum Appended {
 enum Action {
     AlreadyWritten,
     RowErrors(Vec<(usize, String)>),
-    Retry { throttled: bool },
+    Retry(RetryClass),
     Fatal(ErrorKind, String),
 }
 
@@ -121,10 +120,10 @@ enum Action {
 fn decide(failure: &Failure, with_offset: bool, schema_changed: bool) -> Action {
     match failure {
         Failure::RowErrors(rows) if schema_changed && rows.iter().all(|(_, m)| names_old_schema(m)) => {
-            Action::Retry { throttled: false }
+            Action::Retry(RetryClass::Transient)
         }
         Failure::RowErrors(rows) => Action::RowErrors(rows.clone()),
-        Failure::Broken(_) => Action::Retry { throttled: false },
+        Failure::Broken(_) => Action::Retry(RetryClass::Transient),
         Failure::Status {
             code: Code::AlreadyExists,
             ..
@@ -140,12 +139,11 @@ fn decide(failure: &Failure, with_offset: bool, schema_changed: bool) -> Action 
         ),
         Failure::Status { code, message } if schema_changed && names_old_schema(message) => {
             let _ = code;
-            Action::Retry { throttled: false }
+            Action::Retry(RetryClass::Transient)
         }
         Failure::Status { code, message } => match classify_status(*code, message) {
-            Retry::Transient => Action::Retry { throttled: false },
-            Retry::Throttled => Action::Retry { throttled: true },
-            Retry::Permanent(kind) => Action::Fatal(kind, failure.to_string()),
+            RetryClass::Permanent(kind) => Action::Fatal(kind, failure.to_string()),
+            class => Action::Retry(class),
         },
         Failure::CommitRefused(_) => Action::Fatal(ErrorKind::Conflict, failure.to_string()),
         Failure::Client(_) => Action::Fatal(ErrorKind::Internal, failure.to_string()),
@@ -162,6 +160,36 @@ fn names_old_schema(message: &str) -> bool {
         || m.contains("schema mismatch")
         || m.contains("schema_mismatch")
         || m.contains("missing in the proto")
+}
+
+/// A call that ends a pending stream.
+#[derive(Clone, Copy, Debug)]
+enum StreamCall {
+    Finalize,
+    Commit,
+}
+
+impl StreamCall {
+    fn doing(self) -> &'static str {
+        match self {
+            StreamCall::Finalize => "finalizing",
+            StreamCall::Commit => "committing",
+        }
+    }
+
+    /// Whether a retried call's failure says an earlier attempt did it: the service says
+    /// the stream is finalized or committed already (after a commit, the emulator says the
+    /// stream is not finalized: it is gone).
+    fn done_already(self, failure: &Failure) -> bool {
+        let message = match failure {
+            Failure::CommitRefused(m) | Failure::Status { message: m, .. } => m.to_ascii_lowercase(),
+            _ => return false,
+        };
+        match self {
+            StreamCall::Finalize => message.contains("already finalized"),
+            StreamCall::Commit => message.contains("already committed") || message.contains("not finalized"),
+        }
+    }
 }
 
 struct Live {
@@ -286,8 +314,9 @@ impl StreamWriter {
     /// Appends one request of `row_count` rows (IPC record batch `rows` in writer schema
     /// `schema`), retrying as the rules above say.
     pub async fn append(&mut self, schema: &Bytes, rows: &Bytes, row_count: usize) -> Result<Appended> {
-        let started = Instant::now();
-        let mut attempt = 1u32;
+        let what = format!("AppendRows to {}", self.table_path);
+        let policy = self.policy.clone();
+        let mut retrying = policy.start(what.clone());
         loop {
             let failure = match self.try_append(schema, rows).await {
                 Ok(()) => {
@@ -306,21 +335,25 @@ impl StreamWriter {
                 Action::RowErrors(rows) => return Ok(Appended::RowErrors(rows)),
                 Action::Fatal(kind, message) => {
                     self.live = None;
-                    return Err(
-                        Error::new(kind, format!("AppendRows to {}: {message}", self.table_path))
-                            .with_context("table", self.table_path.clone())
-                            .with_retryable(false),
-                    );
+                    return Err(Error::new(kind, format!("{what}: {message}"))
+                        .with_context("table", self.table_path.clone())
+                        .with_retryable(false));
                 }
-                Action::Retry { throttled } => {
+                Action::Retry(class) => {
                     self.live = None;
-                    let what = format!("AppendRows to {}", self.table_path);
-                    self.wait_before_retry(&what, attempt, started, &failure, throttled)
-                        .await?;
-                    attempt += 1;
+                    if let Err(exhausted) = retrying.backoff(&failure).await {
+                        return Err(exhausted.error(self.failed(class, &failure)));
+                    }
                 }
             }
         }
+    }
+
+    /// A failure as Outflow's error, naming the table.
+    fn failed(&self, class: RetryClass, failure: &Failure) -> Error {
+        class
+            .error(failure.to_string())
+            .with_context("table", self.table_path.clone())
     }
 
     fn advance(&mut self, row_count: usize) {
@@ -330,108 +363,81 @@ impl StreamWriter {
         }
     }
 
-    /// Sleeps before retry number `attempt`, or gives up when the attempts or the deadline
-    /// are used up.
-    async fn wait_before_retry(
-        &self,
-        what: &str,
-        attempt: u32,
-        started: Instant,
-        failure: &Failure,
-        throttled: bool,
-    ) -> Result<()> {
-        let wait = self
-            .policy
-            .backoff(attempt - 1)
-            .mul_f64(rand::rng().random_range(0.5..=1.0));
-        let out_of_time = started.elapsed() + wait > self.policy.deadline();
-        if attempt >= self.policy.max_attempts() || out_of_time {
-            let kind = if throttled {
-                ErrorKind::Throttled
-            } else {
-                ErrorKind::Transient
-            };
-            let why = if out_of_time { "deadline" } else { "attempts" };
-            return Err(Error::new(
-                kind,
-                format!("{what} still failing after {attempt} attempts ({why} exhausted): {failure}"),
-            )
-            .with_context("table", self.table_path.clone())
-            .with_context("attempts", attempt.to_string())
-            .with_retryable(false));
-        }
-        tracing::warn!(operation = what, attempt, wait_ms = wait.as_millis() as u64, error = %failure, "retrying");
-        tokio::time::sleep(wait).await;
-        Ok(())
+    /// For a pending stream with rows: finalizes it (no more appends) and hands its name
+    /// over for a committer; the next append opens a new stream.
+    pub async fn finalize(&mut self) -> Result<Option<String>> {
+        let Some(schema) = self.pending_schema() else {
+            return Ok(None);
+        };
+        self.stream_call(&schema, StreamCall::Finalize).await?;
+        self.live = None;
+        self.next_offset = 0;
+        Ok(self.stream.take())
     }
 
     /// For a pending stream with rows: finalizes and commits it, making its rows visible at
     /// once; the next append opens a new stream. Returns whether a stream was committed.
     pub async fn commit(&mut self) -> Result<bool> {
-        if self.kind != StreamKind::Pending || self.stream.is_none() {
-            return Ok(false);
-        }
-        let Some(schema) = self.last_schema.clone() else {
+        let Some(schema) = self.pending_schema() else {
             return Ok(false);
         };
-        let started = Instant::now();
-        let what = format!("committing stream of {}", self.table_path);
-        let mut attempt = 1u32;
-        let mut finalized = false;
-        let mut commit_tried = false;
+        self.stream_call(&schema, StreamCall::Finalize).await?;
+        self.stream_call(&schema, StreamCall::Commit).await?;
+        self.stream = None;
+        self.next_offset = 0;
+        self.live = None;
+        Ok(true)
+    }
+
+    /// The writer schema of a pending stream that holds rows.
+    fn pending_schema(&self) -> Option<Bytes> {
+        if self.kind != StreamKind::Pending || self.stream.is_none() {
+            return None;
+        }
+        self.last_schema.clone()
+    }
+
+    /// Finalizes or commits the stream, retrying transient failures under the policy.
+    async fn stream_call(&mut self, schema: &Bytes, call: StreamCall) -> Result<()> {
+        let what = format!("{} stream of {}", call.doing(), self.table_path);
+        let policy = self.policy.clone();
+        let mut retrying = policy.start(what.clone());
         let timeout = self.timeout;
         loop {
             let step = async {
-                let connection = self.connection(&schema).await?;
-                if !finalized {
-                    connection.finalize().await?;
-                    finalized = true;
+                let connection = self.connection(schema).await?;
+                match call {
+                    StreamCall::Finalize => connection.finalize().await,
+                    StreamCall::Commit => connection.commit().await,
                 }
-                commit_tried = true;
-                connection.commit().await
             };
             let failure = match tokio::time::timeout(timeout, step).await {
-                Ok(Ok(())) => break,
+                Ok(Ok(())) => return Ok(()),
                 Ok(Err(f)) => f,
                 Err(_) => Failure::Broken(format!("no answer within {timeout:?}")),
             };
-            // A commit retried after its answer was lost finds the stream committed; the
-            // service says so, and the emulator says the stream is not finalized.
-            if let Failure::CommitRefused(message) = &failure {
-                let m = message.to_ascii_lowercase();
-                if commit_tried
-                    && attempt > 1
-                    && (m.contains("already committed") || m.contains("not finalized"))
-                {
-                    break;
-                }
+            // A call retried after its answer was lost finds it done.
+            if retrying.attempt() > 1 && call.done_already(&failure) {
+                return Ok(());
             }
-            let retry = match &failure {
-                Failure::Broken(_) => Some(false),
-                Failure::Status { code, message } => match classify_status(*code, message) {
-                    Retry::Transient => Some(false),
-                    Retry::Throttled => Some(true),
-                    Retry::Permanent(_) => None,
-                },
-                _ => None,
+            let class = match &failure {
+                Failure::Broken(_) => RetryClass::Transient,
+                Failure::Status { code, message } => classify_status(*code, message),
+                _ => RetryClass::Permanent(ErrorKind::Conflict),
             };
-            let Some(throttled) = retry else {
+            if !class.is_retryable() {
                 return Err(Error::new(
                     ErrorKind::Conflict,
                     format!("{what}: {failure}; none of the stream's rows were committed"),
                 )
                 .with_context("table", self.table_path.clone())
                 .with_retryable(false));
-            };
+            }
             self.live = None;
-            self.wait_before_retry(&what, attempt, started, &failure, throttled)
-                .await?;
-            attempt += 1;
+            if let Err(exhausted) = retrying.backoff(&failure).await {
+                return Err(exhausted.error(self.failed(class, &failure)));
+            }
         }
-        self.stream = None;
-        self.next_offset = 0;
-        self.live = None;
-        Ok(true)
     }
 
     /// Finalizes a committed stream so the service can release it; best effort, the rows

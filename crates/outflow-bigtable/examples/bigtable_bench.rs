@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use outflow_bigtable::{Batching, BigtableSink, CellTimestamp, ColumnMapping, RowKey};
+use outflow_bigtable::{Batching, BigtableSink, BigtableSinkOptions, CellTimestamp, ColumnMapping, RowKey};
 use outflow_core::{CreateDisposition, Sink};
 
 struct Args {
@@ -86,7 +86,7 @@ async fn main() {
     ];
     fields.extend((0..5).map(|c| Field::new(format!("c{c}"), DataType::Utf8, false)));
     let schema = Arc::new(Schema::new(fields));
-    let mut sink = BigtableSink::builder()
+    let options = BigtableSinkOptions::builder()
         .project(&args.project)
         .instance(&args.instance)
         .table(&args.table)
@@ -96,7 +96,8 @@ async fn main() {
         .timestamp(CellTimestamp::Field("ts".into()))
         .batching(args.batching.clone())
         .build()
-        .expect("a valid sink");
+        .expect("valid sink options");
+    let mut sink = BigtableSink::connect(options).await.expect("a sink");
 
     let started = Instant::now();
     let mut first = 0;

@@ -13,7 +13,10 @@
 //!   writer created in between is re-read, not reported as an error.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
 use gcloud_sdk::google::bigtable::admin::v2::modify_column_families_request::{
     Modification, modification::Mod,
 };
@@ -21,10 +24,14 @@ use gcloud_sdk::google::bigtable::admin::v2::{
     self as proto, CreateTableRequest, GetTableRequest, ModifyColumnFamiliesRequest,
 };
 use gcloud_sdk::tonic::Code;
-use outflow_core::{CreateDisposition, DestinationPlan, Error, ErrorKind, PlannedAction, Result};
+use outflow_core::{
+    CreateDisposition, DestinationPlan, Error, ErrorKind, PlannedAction, PrepareDestination, Result,
+};
 
 use crate::client::{BigtableClient, status_error};
 use crate::options::{ColumnFamily, GcRule, TableCreateOptions, ValueType};
+use crate::schema::RowEncoder;
+use crate::sink::Shared;
 
 /// How often preparation re-reads a table that other writers keep changing under it.
 const MAX_ROUNDS: usize = 8;
@@ -399,6 +406,65 @@ fn missing_table(path: &str, disposition: CreateDisposition) -> Error {
         CreateDisposition::CreateIfNeeded => "and no table options say which column families to create",
     };
     Error::new(ErrorKind::NotFound, format!("table {path} does not exist, {why}")).with_context("table", path)
+}
+
+/// Prepares Bigtable destination tables (creation, add-only reconciliation of families, the
+/// mapping checked against them) or says what it would do; shares what it prepared with the
+/// sink it came from ([`BigtableSink::preparer`](crate::BigtableSink::preparer)).
+#[derive(Clone)]
+pub struct BigtablePreparer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for BigtablePreparer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BigtablePreparer")
+            .field("destination", &self.shared.settings().destination)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BigtablePreparer {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        BigtablePreparer { shared }
+    }
+}
+
+#[async_trait]
+impl PrepareDestination for BigtablePreparer {
+    async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        let client = self.shared.client().await?;
+        let options = self.shared.settings().table_options.as_ref();
+        let plan = client
+            .plan_table(destination, self.shared.settings().disposition, options)
+            .await?;
+        if plan.action == PlannedAction::Fail {
+            return Ok(plan);
+        }
+        // The families the table will have: what it has, plus what the options add.
+        let mut families: FamilyTypes = options
+            .into_iter()
+            .flat_map(|o| o.column_families())
+            .map(|f| (f.name().to_string(), Ok(f.value_type())))
+            .collect();
+        if let Some(described) = client.describe_table(destination).await? {
+            for f in described.families {
+                families.insert(f.name, f.value_type.ok_or(f.value_type_text));
+            }
+        }
+        Ok(
+            match RowEncoder::new(schema, &self.shared.settings().mapping, &families, destination) {
+                Ok(_) => plan,
+                Err(e) => DestinationPlan::failed(destination, &e),
+            },
+        )
+    }
+
+    async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        let (plan, prepared) = self.shared.prepare_once(destination).await?;
+        prepared.encoder(schema, &self.shared.settings().mapping, destination)?;
+        Ok(plan)
+    }
 }
 
 #[cfg(test)]

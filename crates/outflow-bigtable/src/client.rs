@@ -16,7 +16,7 @@ use gcloud_sdk::google::bigtable::v2::{MutateRowsRequest, mutate_rows_request::E
 use gcloud_sdk::tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use gcloud_sdk::tonic::{self, Code, Status};
 use gcloud_sdk::{GoogleAuthHeaders, GoogleAuthMiddleware, RequestTimeouts};
-use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
+use outflow_core::{Error, ErrorKind, Result, RetryClass, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
 /// The variable Google's clients read to talk to the emulator (`host:port`).
@@ -428,28 +428,35 @@ fn has_transport_source(status: &Status) -> bool {
     false
 }
 
-/// Converts a failed call into Outflow's error, saying what was being done.
-pub(crate) fn status_error(status: Status, doing: impl fmt::Display) -> Error {
-    let retryable = is_retryable_status(&status);
-    let kind = match status.code() {
+/// What a failed call means for retrying: Bigtable's classifier for the shared retry loop.
+pub(crate) fn classify(status: &Status) -> RetryClass {
+    if status.code() == Code::ResourceExhausted {
+        return RetryClass::Throttled;
+    }
+    if is_retryable_status(status) {
+        return RetryClass::Transient;
+    }
+    RetryClass::Permanent(match status.code() {
         Code::NotFound => ErrorKind::NotFound,
         Code::AlreadyExists => ErrorKind::AlreadyExists,
         Code::InvalidArgument | Code::OutOfRange => ErrorKind::InvalidInput,
         Code::FailedPrecondition => ErrorKind::Conflict,
         Code::PermissionDenied | Code::Unauthenticated => ErrorKind::InvalidConfig,
-        Code::ResourceExhausted => ErrorKind::Throttled,
         Code::Unimplemented => ErrorKind::Unsupported,
-        _ if retryable => ErrorKind::Transient,
         _ => ErrorKind::Internal,
-    };
+    })
+}
+
+/// Converts a failed call into Outflow's error, saying what was being done.
+pub(crate) fn status_error(status: Status, doing: impl fmt::Display) -> Error {
     let message = if status.message().is_empty() {
         format!("{doing}: {:?}", status.code())
     } else {
         format!("{doing}: {:?}: {}", status.code(), status.message())
     };
-    Error::new(kind, message)
+    classify(&status)
+        .error(message)
         .with_context("code", format!("{:?}", status.code()))
-        .with_retryable(retryable)
         .with_source(status)
 }
 

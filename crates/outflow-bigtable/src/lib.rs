@@ -1,12 +1,21 @@
-//! Google Cloud Bigtable sink for Outflow.
+//! Google Cloud Bigtable for Outflow: a sink that writes Arrow rows as MutateRows entries,
+//! after creating or reconciling each destination table (add-only).
 //!
-//! - [`TableCreateOptions`]: the column families of a table the sink creates, each with an
-//!   optional [`GcRule`] and a [`ValueType`] (raw, or an Int64 aggregate).
-//! - [`BigtableSink`]: writes Arrow rows as MutateRows entries, after creating or
-//!   reconciling each destination table (add-only); built with [`BigtableSinkBuilder`].
-//! - [`BigtableClient`]: the connection, with [`BigtableClient::ensure_table`] (what
-//!   `outflow bigtable ensure-table` runs), [`BigtableClient::plan_table`],
-//!   [`BigtableClient::describe_table`] and [`BigtableClient::read_rows`].
+//! The modules every Outflow sink crate has, with the same meaning:
+//! - [`options`]: what users write ([`BigtableSinkOptions`], [`TableCreateOptions`] with its
+//!   [`ColumnFamily`]s, [`GcRule`]s and [`ValueType`]s), serde types whose field docs are
+//!   the user docs; [`builder`]: their builders, validating in `build()`.
+//! - [`schema`]: Arrow rows to Bigtable's model: row keys, families and qualifiers,
+//!   timestamps and value encodings ([`RowKey`], [`ColumnMapping`], [`CellTimestamp`]).
+//! - [`sink`]: [`BigtableSink`], the write loop: batched MutateRows with bounded requests in
+//!   flight, retrying only what is safe to send twice.
+//! - [`admin`]: creating and reconciling tables ([`BigtableClient::ensure_table`], what
+//!   `outflow bigtable ensure-table` runs) and [`BigtablePreparer`].
+//! - [`client`]: the connection ([`BigtableClient`]) and what the service's codes mean for
+//!   retrying.
+//!
+//! And Bigtable's own: [`batch`] (requests under the entry, byte and mutation limits) and
+//! [`read`] (ReadRows, for checks).
 //!
 //! A family declared without a GC rule keeps every cell version forever, which is
 //! Bigtable's default. An at-least-once sink retries: a retried `SetCell` with the write
@@ -17,19 +26,19 @@
 #![deny(missing_docs)]
 
 pub mod admin;
-mod batch;
-mod builder;
-mod client;
-mod mutation;
-mod options;
+pub mod batch;
+pub mod builder;
+pub mod client;
+pub mod options;
 pub mod read;
+pub mod schema;
 pub mod sink;
 
-pub use admin::{ExistingFamily, TableDescription};
+pub use admin::{BigtablePreparer, ExistingFamily, TableDescription};
 pub use batch::Batching;
-pub use builder::BigtableSinkBuilder;
+pub use builder::{BigtableSinkOptionsBuilder, TableCreateOptionsBuilder};
 pub use client::{BigtableClient, BigtableConnection, EMULATOR_HOST_VAR};
-pub use mutation::{CellTimestamp, Column, ColumnMapping, RowKey};
-pub use options::{ColumnFamily, GcRule, TableCreateOptions, TableCreateOptionsBuilder, ValueType};
+pub use options::{BigtableSinkOptions, ColumnFamily, GcRule, TableCreateOptions, ValueType};
 pub use read::{Cell, Row};
-pub use sink::BigtableSink;
+pub use schema::{CellTimestamp, Column, ColumnMapping, RowKey};
+pub use sink::{BigtableCommitter, BigtableSink, NothingToCommit};

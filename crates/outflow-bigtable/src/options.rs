@@ -1,7 +1,9 @@
-//! What a created table looks like: its column families, their garbage-collection rules and
-//! their value types.
+//! What users write to configure Bigtable, as serde types whose field docs are the user
+//! docs: the sink's options ([`BigtableSinkOptions`]) and what a created table looks like
+//! ([`TableCreateOptions`]: its column families, their garbage-collection rules and their
+//! value types). Their builders are in [`crate::builder`].
 //!
-//! [`TableCreateOptions`] is what a user writes in a job or options file. In YAML:
+//! [`TableCreateOptions`] in YAML:
 //!
 //! ```yaml
 //! column_families:
@@ -26,10 +28,16 @@ use std::time::Duration;
 
 use gcloud_sdk::google::bigtable::admin::v2 as admin;
 use gcloud_sdk::prost_types;
-use outflow_core::{Error, Result};
+use outflow_core::{CreateDisposition, Destination, Error, Result, RetryPolicy};
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::batch::Batching;
+use crate::builder::{BigtableSinkOptionsBuilder, TableCreateOptionsBuilder};
+use crate::client::BigtableConnection;
+use crate::schema::{CellTimestamp, ColumnMapping, RowKey, RowMapping};
+use crate::sink::Settings;
 
 /// When Bigtable may delete old cells of a column family.
 ///
@@ -365,12 +373,12 @@ impl<'de> Deserialize<'de> for ValueType {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ColumnFamily {
-    name: String,
+    pub(crate) name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    gc_rule: Option<GcRule>,
+    pub(crate) gc_rule: Option<GcRule>,
     // Older options have no `type`: their families are raw.
     #[serde(default, rename = "type")]
-    value_type: ValueType,
+    pub(crate) value_type: ValueType,
 }
 
 impl ColumnFamily {
@@ -504,7 +512,7 @@ impl TableCreateOptions {
         })
     }
 
-    fn validate(column_families: Vec<ColumnFamily>) -> Result<TableCreateOptions> {
+    pub(crate) fn validate(column_families: Vec<ColumnFamily>) -> Result<TableCreateOptions> {
         if column_families.is_empty() {
             return Err(Error::invalid_config(
                 "column_families",
@@ -589,33 +597,232 @@ fn families<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<ColumnFa
     d.deserialize_any(FamiliesVisitor)
 }
 
-/// Builds [`TableCreateOptions`]; adding never fails, [`TableCreateOptionsBuilder::build`]
-/// validates.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TableCreateOptionsBuilder {
-    column_families: Vec<ColumnFamily>,
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(60)
 }
 
-impl TableCreateOptionsBuilder {
-    /// Adds a family (after the ones added before).
-    pub fn column_family(mut self, family: ColumnFamily) -> Self {
-        self.column_families.push(family);
-        self
+fn is_default_request_timeout(d: &Duration) -> bool {
+    *d == default_request_timeout()
+}
+
+/// Everything the Bigtable sink needs, serializable: what a job file's `bigtable:` section
+/// holds. Build it with [`BigtableSinkOptions::builder`]; deserialized options are checked
+/// by [`BigtableSinkOptions::validate`] (and when a sink is connected).
+///
+/// ```yaml
+/// project: my-project
+/// instance: my-instance
+/// table: events                  # or a template: events_{region}
+/// create_disposition: create_if_needed
+/// table_options:
+///   column_families:
+///     - {name: cf, gc_rule: {max_versions: 1}}
+///     - {name: clicks, type: {aggregate: sum}}
+/// row_key: {fields: [region, id], separator: "#"}
+/// columns: {explicit: [{field: name, family: cf}, {field: clicks, family: clicks}]}
+/// timestamp: {field: event_time}   # or write_time (default), server_time
+/// delete_marker: op                # optional
+/// batching: {max_entries: 10000, max_bytes: 16777216, max_outstanding_requests: 4}
+/// retry: {max_attempts: 10, deadline: 2m}
+/// request_timeout: 60s
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BigtableSinkOptions {
+    /// The Google Cloud project.
+    #[serde(default)]
+    pub(crate) project: String,
+    /// The Bigtable instance.
+    #[serde(default)]
+    pub(crate) instance: String,
+    /// The table (its id, not its full path), or a template filled from each row
+    /// (`events_{region}`).
+    #[serde(default, rename = "table", skip_serializing_if = "Option::is_none")]
+    pub(crate) destination: Option<Destination>,
+    /// The app profile requests go through (the instance's default when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) app_profile_id: Option<String>,
+    /// An explicit endpoint (`host:port`, `http://..` or `https://..`), used without
+    /// credentials: an emulator or a local proxy. Without it, `BIGTABLE_EMULATOR_HOST` when
+    /// set, else the service with Application Default Credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) endpoint: Option<String>,
+    /// Whether a missing table may be created (the default, which needs `table_options`).
+    #[serde(default)]
+    pub(crate) create_disposition: CreateDisposition,
+    /// The column families to create or add; required with `create_if_needed`, refused
+    /// with `create_never`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) table_options: Option<TableCreateOptions>,
+    /// How row keys are made: a field, or fields joined by a separator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) row_key: Option<RowKey>,
+    /// Which fields go to which family and qualifier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) columns: Option<ColumnMapping>,
+    /// Where cell timestamps come from: the write time (the default), a field, or the
+    /// server's clock.
+    #[serde(default)]
+    pub(crate) timestamp: CellTimestamp,
+    /// A field saying whether a row writes or deletes (see the builder's `delete_marker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) delete_marker: Option<String>,
+    /// Request sizes and flow control.
+    #[serde(default)]
+    pub(crate) batching: Batching,
+    /// How transient failures are retried (idempotent entries only).
+    #[serde(default)]
+    pub(crate) retry: RetryPolicy,
+    /// The longest one MutateRows attempt may take.
+    #[serde(
+        default = "default_request_timeout",
+        with = "outflow_core::duration",
+        skip_serializing_if = "is_default_request_timeout"
+    )]
+    pub(crate) request_timeout: Duration,
+}
+
+impl Default for BigtableSinkOptions {
+    fn default() -> Self {
+        BigtableSinkOptions {
+            project: String::new(),
+            instance: String::new(),
+            destination: None,
+            app_profile_id: None,
+            endpoint: None,
+            create_disposition: CreateDisposition::default(),
+            table_options: None,
+            row_key: None,
+            columns: None,
+            timestamp: CellTimestamp::default(),
+            delete_marker: None,
+            batching: Batching::default(),
+            retry: RetryPolicy::default(),
+            request_timeout: default_request_timeout(),
+        }
+    }
+}
+
+impl BigtableSinkOptions {
+    /// A builder with the defaults: create if needed (which needs table options), write
+    /// time timestamps, default batching and retries, a 60 s limit per request.
+    pub fn builder() -> BigtableSinkOptionsBuilder {
+        BigtableSinkOptionsBuilder::default()
     }
 
-    /// Adds a raw family with an optional GC rule.
-    pub fn raw_family(self, name: impl Into<String>, gc_rule: Option<GcRule>) -> Self {
-        let family = ColumnFamily {
-            name: name.into(),
-            gc_rule,
-            value_type: ValueType::Raw,
-        };
-        self.column_family(family)
+    /// A builder holding these options, to change some.
+    pub fn to_builder(&self) -> BigtableSinkOptionsBuilder {
+        BigtableSinkOptionsBuilder::from_options(self.clone())
     }
 
-    /// Validates and builds: at least one family, none blank or repeated.
-    pub fn build(self) -> Result<TableCreateOptions> {
-        TableCreateOptions::validate(self.column_families)
+    /// Where rows go: one table, or a table per row from a template; `None` until set.
+    pub fn destination(&self) -> Option<&Destination> {
+        self.destination.as_ref()
+    }
+
+    /// Whether a missing table may be created.
+    pub fn create_disposition(&self) -> CreateDisposition {
+        self.create_disposition
+    }
+
+    /// The families to create or add.
+    pub fn table_options(&self) -> Option<&TableCreateOptions> {
+        self.table_options.as_ref()
+    }
+
+    /// How transient failures are retried.
+    pub fn retry(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// Checks the options without I/O, naming the field at fault.
+    pub fn validate(&self) -> Result<()> {
+        self.settings().map(|_| ())
+    }
+
+    /// Checks everything without I/O, naming the field at fault, and gives the settings a
+    /// sink runs with.
+    pub(crate) fn settings(&self) -> Result<Settings> {
+        let mut connection = BigtableConnection::new(self.project.clone(), self.instance.clone());
+        if let Some(profile) = &self.app_profile_id {
+            connection = connection.with_app_profile_id(profile.clone());
+        }
+        if let Some(endpoint) = &self.endpoint {
+            connection = connection.with_endpoint(endpoint.clone());
+        }
+        connection.validate()?;
+        let destination = self.destination.clone().ok_or_else(|| {
+            Error::invalid_config("table", "name the table (or a per-row destination) to write to")
+        })?;
+        if let Destination::Table(table) = &destination
+            && table.trim().is_empty()
+        {
+            return Err(Error::invalid_config("table", "must not be blank"));
+        }
+        match (self.create_disposition, &self.table_options) {
+            (CreateDisposition::CreateNever, Some(_)) => {
+                return Err(Error::invalid_config(
+                    "table_options",
+                    "table options cannot be combined with create_never: they describe a table to \
+                     create or reconcile, and create_never never touches the table",
+                ));
+            }
+            (CreateDisposition::CreateIfNeeded, None) => {
+                return Err(Error::invalid_config(
+                    "table_options",
+                    "create_if_needed needs table options: a Bigtable table's schema is its column \
+                     families, which the sink cannot guess (use create_never for an existing table)",
+                ));
+            }
+            _ => {}
+        }
+        let row_key = self
+            .row_key
+            .clone()
+            .ok_or_else(|| Error::invalid_config("row_key", "name the field(s) the row key is made of"))?;
+        row_key.validate()?;
+        let columns = self.columns.clone().ok_or_else(|| {
+            Error::invalid_config(
+                "columns",
+                "say where fields go: {family: NAME}, {explicit: [...]} or struct_families",
+            )
+        })?;
+        columns.validate()?;
+        if let CellTimestamp::Field(field) = &self.timestamp
+            && field.trim().is_empty()
+        {
+            return Err(Error::invalid_config("timestamp.field", "must not be blank"));
+        }
+        if self.delete_marker.as_ref().is_some_and(|f| f.trim().is_empty()) {
+            return Err(Error::invalid_config("delete_marker", "must not be blank"));
+        }
+        self.batching.validate()?;
+        self.retry.validate().map_err(|e| {
+            let field = e.context_value("field").unwrap_or_default();
+            let why = e.message().split_once(": ").map_or(e.message(), |(_, why)| why);
+            Error::invalid_config(&format!("retry.{field}"), why)
+        })?;
+        if self.request_timeout.is_zero() {
+            return Err(Error::invalid_config(
+                "request_timeout",
+                "must be longer than zero",
+            ));
+        }
+        Ok(Settings {
+            connection,
+            destination,
+            disposition: self.create_disposition,
+            table_options: self.table_options.clone(),
+            mapping: RowMapping {
+                row_key,
+                columns,
+                timestamp: self.timestamp.clone(),
+                delete_marker: self.delete_marker.clone(),
+            },
+            batching: self.batching.clone(),
+            retry: self.retry.clone(),
+            request_timeout: self.request_timeout,
+        })
     }
 }
 

@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -33,21 +33,21 @@ use gcloud_sdk::google::bigtable::v2::mutate_rows_request::Entry;
 use gcloud_sdk::tonic::Code;
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
-    CreateDisposition, Destination, DestinationPlan, Error, ErrorKind, FailedRecord, PlannedAction,
-    PrepareDestination, Result, RetryPolicy, Sink, WriteResult,
+    Committer, CreateDisposition, Destination, DestinationPlan, Error, ErrorKind, FailedRecord,
+    PlannedAction, Prepared as PreparedWrite, Result, RetryPolicy, Sink, TwoPhaseSink, WriteResult,
 };
-use rand::Rng;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, OnceCell};
 use tokio::task::JoinSet;
 
-use crate::admin::FamilyTypes;
+use crate::admin::{BigtablePreparer, FamilyTypes};
 use crate::batch::{Batcher, Batching};
 use crate::client::{
     BigtableClient, BigtableConnection, CallOutcome, EntryStatus, is_retryable_code, is_retryable_status,
     status_error,
 };
-use crate::mutation::{RowEncoder, RowMapping, RowResult};
-use crate::options::TableCreateOptions;
+use crate::options::{BigtableSinkOptions, TableCreateOptions};
+use crate::schema::{RowEncoder, RowMapping, RowResult};
 
 /// A sink's validated settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,13 +63,18 @@ pub(crate) struct Settings {
 }
 
 /// A prepared destination: its families, and the encoders made for the schemas seen.
-struct Prepared {
+pub(crate) struct Prepared {
     families: FamilyTypes,
     encoders: std::sync::Mutex<Vec<(SchemaRef, Arc<RowEncoder>)>>,
 }
 
 impl Prepared {
-    fn encoder(&self, schema: &SchemaRef, mapping: &RowMapping, table: &str) -> Result<Arc<RowEncoder>> {
+    pub(crate) fn encoder(
+        &self,
+        schema: &SchemaRef,
+        mapping: &RowMapping,
+        table: &str,
+    ) -> Result<Arc<RowEncoder>> {
         let mut encoders = self.encoders.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, encoder)) = encoders
             .iter()
@@ -124,46 +129,66 @@ struct WriteState {
 /// Writes Arrow rows to Bigtable tables; see [the module docs](crate::sink) for what it
 /// guarantees.
 ///
-/// Built with [`BigtableSink::builder`]. It connects when it first prepares or writes.
+/// Opened with [`BigtableSink::connect`]; its channel opens when it first prepares or writes.
 pub struct BigtableSink {
+    shared: Arc<Shared>,
+    state: WriteState,
+}
+
+/// What a sink and its preparer share: the settings, the client, the tables prepared.
+pub(crate) struct Shared {
     settings: Arc<Settings>,
     client: OnceCell<BigtableClient>,
     prepared: Mutex<HashMap<String, Arc<Prepared>>>,
-    // `write` has `&mut self`, so this lock is never contended; it only makes the sink
-    // `Sync`, as `PrepareDestination` requires.
-    state: Mutex<WriteState>,
 }
 
 impl std::fmt::Debug for BigtableSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BigtableSink")
-            .field("settings", &self.settings)
+            .field("settings", &self.shared.settings)
             .finish_non_exhaustive()
     }
 }
 
 impl BigtableSink {
+    /// Validates the options, naming the field at fault; nothing is sent until the sink
+    /// first prepares or writes.
+    pub async fn connect(options: BigtableSinkOptions) -> Result<BigtableSink> {
+        let settings = options.settings()?;
+        Ok(BigtableSink {
+            shared: Arc::new(Shared {
+                settings: Arc::new(settings),
+                client: OnceCell::new(),
+                prepared: Mutex::new(HashMap::new()),
+            }),
+            state: WriteState::default(),
+        })
+    }
+
     /// Where rows go: one table, or a table per row from a template.
     pub fn destination(&self) -> &Destination {
-        &self.settings.destination
+        &self.shared.settings.destination
     }
 
-    pub(crate) fn new(settings: Settings) -> Self {
-        BigtableSink {
-            settings: Arc::new(settings),
-            client: OnceCell::new(),
-            prepared: Mutex::new(HashMap::new()),
-            state: Mutex::new(WriteState::default()),
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn settings(&self) -> &Settings {
-        &self.settings
+    /// Prepares (or plans) this sink's destination tables, sharing what it prepared with the
+    /// sink, for runners that prepare each destination before its first row.
+    pub fn preparer(&self) -> BigtablePreparer {
+        BigtablePreparer::new(self.shared.clone())
     }
 
     /// The sink's client, connecting on first use.
     pub async fn client(&self) -> Result<&BigtableClient> {
+        self.shared.client().await
+    }
+}
+
+impl Shared {
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The client, connecting on first use.
+    pub(crate) async fn client(&self) -> Result<&BigtableClient> {
         self.client
             .get_or_try_init(|| async {
                 Ok(BigtableClient::connect(&self.settings.connection)
@@ -174,7 +199,7 @@ impl BigtableSink {
     }
 
     /// Prepares `table` once; later calls return `Unchanged` with the families known.
-    async fn prepare_once(&self, table: &str) -> Result<(DestinationPlan, Arc<Prepared>)> {
+    pub(crate) async fn prepare_once(&self, table: &str) -> Result<(DestinationPlan, Arc<Prepared>)> {
         let mut prepared = self.prepared.lock().await;
         if let Some(p) = prepared.get(table) {
             return Ok((DestinationPlan::new(table, PlannedAction::Unchanged), p.clone()));
@@ -428,10 +453,9 @@ where
     F: FnMut(Vec<Entry>) -> Fut,
     Fut: Future<Output = CallOutcome>,
 {
-    let started = Instant::now();
     let mut report = RequestReport::default();
     let (mut entries, mut metas): (Vec<Entry>, Vec<EntryMeta>) = entries.into_iter().unzip();
-    let mut attempt: u32 = 1;
+    let mut retrying = policy.start(format!("writing to table {table}"));
     loop {
         let outcome = call(entries).await;
         let call_error = outcome.error;
@@ -488,26 +512,15 @@ where
         if retry.is_empty() {
             return Ok(report);
         }
-        let wait = policy
-            .backoff(attempt - 1)
-            .mul_f64(rand::rng().random_range(0.5..=1.0));
-        if attempt >= policy.max_attempts() || started.elapsed() + wait > policy.deadline() {
-            let why = if attempt >= policy.max_attempts() {
-                "attempts"
-            } else {
-                "deadline"
-            };
+        let failure = call_error
+            .as_ref()
+            .map_or_else(|| format!("{} entries to retry", retry.len()), |e| e.to_string());
+        if let Err(exhausted) = retrying.backoff(&failure).await {
             if let Some(err) = call_error.filter(|_| retry.iter().any(|(_, c)| matches!(c, RetryCause::Call)))
             {
-                return Err(status_error(
-                    err,
-                    format!(
-                        "writing to table {table}: still failing after {attempt} attempts ({why} exhausted)"
-                    ),
-                )
-                .with_context("table", table)
-                .with_context("attempts", attempt.to_string())
-                .with_retryable(false));
+                return Err(exhausted
+                    .error(status_error(err, format!("writing to table {table}")))
+                    .with_context("table", table));
             }
             for (meta, cause) in retry {
                 let RetryCause::Entry(reason) = cause else {
@@ -516,21 +529,11 @@ where
                 report.failed.push(failed(
                     table,
                     &meta,
-                    format!("{reason} (still failing after {attempt} attempts; {why} exhausted)"),
+                    format!("{reason} ({})", exhausted.summary()),
                 ));
             }
             return Ok(report);
         }
-        tracing::warn!(
-            table,
-            attempt,
-            entries = retry.len(),
-            wait_ms = wait.as_millis() as u64,
-            error = call_error.as_ref().map(|e| e.to_string()).unwrap_or_default(),
-            "retrying Bigtable entries"
-        );
-        tokio::time::sleep(wait).await;
-        attempt += 1;
         (entries, metas) = reencode(retry.into_iter().map(|(meta, _)| meta).collect())?;
     }
 }
@@ -566,64 +569,58 @@ fn reencode(metas: Vec<EntryMeta>) -> Result<(Vec<Entry>, Vec<EntryMeta>)> {
 #[async_trait]
 impl Sink for BigtableSink {
     async fn write(&mut self, batch: RecordBatch) -> Result<()> {
-        let mut state = self.state.lock().await;
-        self.write_batch(&mut state, batch).await
+        self.shared.write_batch(&mut self.state, batch).await
     }
 
     async fn flush(&mut self) -> Result<()> {
-        let mut state = self.state.lock().await;
-        self.flush_all(&mut state).await
+        self.shared.flush_all(&mut self.state).await
     }
 
     async fn close(&mut self) -> Result<WriteResult> {
-        let mut state = self.state.lock().await;
-        if state.closed {
+        if self.state.closed {
             return Err(Error::new(
                 ErrorKind::Internal,
                 "the Bigtable sink is already closed",
             ));
         }
-        let flushed = self.flush_all(&mut state).await;
-        state.closed = true;
-        let result = std::mem::take(&mut state.result);
+        let flushed = self.shared.flush_all(&mut self.state).await;
+        self.state.closed = true;
+        let result = std::mem::take(&mut self.state.result);
         flushed.map(|_| result)
     }
 }
 
-#[async_trait]
-impl PrepareDestination for BigtableSink {
-    async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        let client = self.client().await?;
-        let options = self.settings.table_options.as_ref();
-        let plan = client
-            .plan_table(destination, self.settings.disposition, options)
-            .await?;
-        if plan.action == PlannedAction::Fail {
-            return Ok(plan);
-        }
-        // The families the table will have: what it has, plus what the options add.
-        let mut families: FamilyTypes = options
-            .into_iter()
-            .flat_map(|o| o.column_families())
-            .map(|f| (f.name().to_string(), Ok(f.value_type())))
-            .collect();
-        if let Some(described) = client.describe_table(destination).await? {
-            for f in described.families {
-                families.insert(f.name, f.value_type.ok_or(f.value_type_text));
-            }
-        }
-        Ok(
-            match RowEncoder::new(schema, &self.settings.mapping, &families, destination) {
-                Ok(_) => plan,
-                Err(e) => DestinationPlan::failed(destination, &e),
-            },
-        )
-    }
+/// Nothing to commit: every acknowledged write is visible and idempotent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NothingToCommit {}
 
-    async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        let (plan, prepared) = self.prepare_once(destination).await?;
-        prepared.encoder(schema, &self.settings.mapping, destination)?;
-        Ok(plan)
+/// Bigtable's side of the two-phase contract of [`outflow_core::commit`]: a write is visible
+/// once acknowledged, so preparing is closing, and there is nothing to commit. A rerun
+/// writer rewrites the same cells (explicit timestamps) except in aggregate families, whose
+/// `AddToCell` input it adds again.
+#[async_trait]
+impl TwoPhaseSink for BigtableSink {
+    type Committable = NothingToCommit;
+
+    async fn prepare_commit(&mut self) -> Result<PreparedWrite<NothingToCommit>> {
+        let result = self.close().await?;
+        Ok(PreparedWrite {
+            committables: Vec::new(),
+            result,
+        })
+    }
+}
+
+/// Commits nothing: see [`NothingToCommit`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BigtableCommitter;
+
+#[async_trait]
+impl Committer for BigtableCommitter {
+    type Committable = NothingToCommit;
+
+    async fn commit(&self, _committables: Vec<NothingToCommit>) -> Result<WriteResult> {
+        Ok(WriteResult::default())
     }
 }
 
@@ -638,8 +635,8 @@ mod tests {
     use outflow_core::TableTemplate;
 
     use super::*;
-    use crate::mutation::{CellTimestamp, Column, ColumnMapping, RowKey};
     use crate::options::ValueType;
+    use crate::schema::{CellTimestamp, Column, ColumnMapping, RowKey};
 
     const UNAVAILABLE: i32 = Code::Unavailable as i32;
     const INTERNAL: i32 = Code::Internal as i32;
@@ -850,7 +847,7 @@ mod tests {
         assert!(
             report.failed[0]
                 .reason
-                .contains("still failing after 3 attempts; attempts exhausted"),
+                .contains("still failing after 3 attempts (attempts exhausted)"),
             "{}",
             report.failed[0].reason
         );

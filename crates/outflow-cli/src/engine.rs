@@ -17,7 +17,7 @@ use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTable
 use datafusion::error::DataFusionError;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use outflow_core::{Error, ErrorKind, FailedRecord, Result, WriteResult};
-use outflow_datafusion::{SinkSpec, SinkTable};
+use outflow_datafusion::SinkTable;
 
 use crate::job::{EngineSpec, Format, Job, JobFile, SourceSpec};
 use crate::output::progress::Progress;
@@ -48,7 +48,8 @@ pub async fn run(job: &Job, engine: &EngineSpec, file: &JobFile, progress: &Prog
         .await
         .map_err(|e| engine_error("engine.sql", e))?;
     let schema = query.schema().inner().clone();
-    let mut table = SinkTable::from_spec(schema, sink_spec(&job.sink, file.dir()));
+    // The statement's writers may run in other processes: paths go absolute.
+    let mut table = SinkTable::from_spec(schema, job.sink.relative_to(file.dir()));
     if let Some(path) = &dead_letter {
         table = table.with_dead_letter(path);
     }
@@ -114,9 +115,7 @@ async fn context(engine: &EngineSpec, batch_size: usize) -> Result<SessionContex
         }
         return Ok(SessionContext::new_with_config(config));
     };
-    let ctx = outflow_ballista::connect(url)
-        .await
-        .map_err(|e| engine_error("engine.scheduler", e))?;
+    let ctx = cluster(url).await?;
     let mut settings = vec![format!("SET datafusion.execution.batch_size = {batch_size}")];
     if let Some(partitions) = engine.partitions {
         settings.push(format!(
@@ -129,6 +128,20 @@ async fn context(engine: &EngineSpec, batch_size: usize) -> Result<SessionContex
             .map_err(|e| engine_error("engine.scheduler", e))?;
     }
     Ok(ctx)
+}
+
+/// A session on the Ballista cluster whose scheduler is at `url`.
+#[cfg(feature = "ballista")]
+async fn cluster(url: &str) -> Result<SessionContext> {
+    outflow_ballista::connect(url)
+        .await
+        .map_err(|e| engine_error("engine.scheduler", e))
+}
+
+/// Without the Ballista client, a job that names a scheduler says how to get one.
+#[cfg(not(feature = "ballista"))]
+async fn cluster(url: &str) -> Result<SessionContext> {
+    Err(crate::features::missing("ballista", "engine.scheduler").with_context("scheduler", url.to_string()))
 }
 
 /// The source's files, exactly those the job names, as the table `source`.
@@ -172,21 +185,6 @@ async fn register_source(
     Ok(())
 }
 
-/// The sink section with its relative paths resolved against the job file's directory:
-/// the statement's writers may run in other processes.
-fn sink_spec(spec: &SinkSpec, base: &Path) -> SinkSpec {
-    match spec {
-        SinkSpec::Iceberg(options) => {
-            let mut options = options.as_ref().clone();
-            options.catalog = options
-                .catalog
-                .relative_to(&std::path::absolute(base).unwrap_or(base.to_path_buf()));
-            SinkSpec::Iceberg(Box::new(options))
-        }
-        other => other.clone(),
-    }
-}
-
 /// `count` and `failed` from the statement's answer.
 fn counts(answer: &[datafusion::arrow::array::RecordBatch]) -> Result<(u64, u64)> {
     let column = |name: &str| -> Result<u64> {
@@ -208,13 +206,11 @@ fn counts(answer: &[datafusion::arrow::array::RecordBatch]) -> Result<(u64, u64)
 /// read back from the dead-letter file (without one, rejected records fail the run).
 fn cluster_result(job: &Job, written: u64, rejected: u64, dead_letter: Option<&Path>) -> Result<WriteResult> {
     let mut result = WriteResult::default();
-    // Named as the sink's own result names it when the table is fixed.
-    let destination = match &job.sink {
-        SinkSpec::Iceberg(options) => options.table.fixed().map(str::to_string),
-        SinkSpec::BigQuery(options) => options.destination().fixed().map(str::to_string),
-        SinkSpec::Bigtable(_) => None,
-    }
-    .unwrap_or_else(|| job.sink.name().to_string());
+    // Named after the table when it is fixed, else after the sink.
+    let destination = job
+        .sink
+        .fixed_destination()
+        .unwrap_or_else(|| job.sink.name().to_string());
     result.record(
         &destination,
         outflow_core::sink::DestinationStats {

@@ -36,7 +36,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::env::{Substituted, substitute};
-use crate::sinks::SinkSpec;
+use outflow_sinks::SinkSpec;
 
 /// A parsed job file. `S` is the sink section's type: [`SinkSpec`] for a run; commands that
 /// never touch the sink read it as [`serde::de::IgnoredAny`].
@@ -485,7 +485,8 @@ pub fn from_yaml<T: DeserializeOwned>(text: &str) -> std::result::Result<T, serd
 }
 
 fn in_file(path: &Path, err: Error) -> Error {
-    crate::reword(&err, format!("{}: {}", path.display(), err.message()))
+    let message = format!("{}: {}", path.display(), err.message());
+    err.with_message(message)
         .with_context("file", path.display().to_string())
 }
 

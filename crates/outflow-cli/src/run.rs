@@ -25,7 +25,6 @@ use serde::Serialize;
 
 use crate::job::{SourceSpec, TransformSpec};
 use crate::output::progress::Progress;
-use crate::reword;
 use crate::source::{Source, SourceEvent, SourceFile, SourceStream};
 use crate::transform::Transforms;
 
@@ -115,10 +114,10 @@ impl Batches<'_> {
                     self.stats.bytes += bytes;
                     self.progress.batch(rows, bytes);
                     let path = &self.files[file];
-                    let batch = self
-                        .transforms
-                        .apply(batch)
-                        .map_err(|e| reword(&e, format!("{}: {}", path.display(), e.message())))?;
+                    let batch = self.transforms.apply(batch).map_err(|e| {
+                        let message = format!("{}: {}", path.display(), e.message());
+                        e.with_message(message)
+                    })?;
                     if batch.num_rows() > 0 {
                         self.stats.rows_out += batch.num_rows() as u64;
                         return Ok(Some(batch));

@@ -23,7 +23,6 @@ use outflow_core::select::{flatten_batch, flatten_schema, select_batch, select_s
 use outflow_core::{Error, ErrorKind, FieldAccessDescriptor, FlattenPolicy, Result};
 
 use crate::job::{FilterOp, FilterSpec, Literal, TransformSpec};
-use crate::reword;
 
 /// The job's transforms, planned against the source schema.
 #[derive(Debug)]
@@ -127,7 +126,9 @@ fn in_step(key: &str, err: Error) -> Error {
         .iter()
         .find_map(|prefix| err.message().strip_prefix(prefix))
         .unwrap_or(err.message());
-    reword(&err, format!("{key}: {message}")).with_context("transform", key.to_string())
+    let message = format!("{key}: {message}");
+    err.with_message(message)
+        .with_context("transform", key.to_string())
 }
 
 fn plan_step(spec: &TransformSpec, schema: &SchemaRef) -> Result<(Op, SchemaRef)> {

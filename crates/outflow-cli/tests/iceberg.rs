@@ -205,6 +205,7 @@ fn rejected_rows_go_to_the_dead_letter_file() {
     assert_eq!(catalog.read_both("db.events")["row_count"], 3);
 }
 
+#[cfg(feature = "engine")]
 #[test]
 fn an_engine_job_runs_its_sql_through_datafusion_and_commits_once() {
     let dir = tempfile::tempdir().unwrap();

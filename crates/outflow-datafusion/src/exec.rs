@@ -7,11 +7,13 @@
 //!       <the query>              retries and data files; returns one report row
 //! ```
 //!
-//! A writer's report is one row holding JSON: what its sink wrote and rejected, and for
-//! Iceberg the data files it closed but did not commit ([`StagedFiles`]). The commit node
-//! reads every report, commits all staged files in one snapshot per table (idempotent by a
-//! commit id derived from the files, so a rerun commit task changes nothing), adds the
-//! results up and answers with `count` (rows written) and `failed` (rows rejected).
+//! This is the two-phase contract of [`outflow_core::commit`], for any sink of the registry:
+//! each writer opens [`SinkSpec::open_two_phase`] and ends with `prepare_commit`. Its
+//! report is one row holding JSON: what its sink wrote and rejected, and the committables
+//! (Iceberg's data files, BigQuery's finalized pending streams; Bigtable has none). The
+//! commit node reads every report and hands all committables to the sink's committer
+//! ([`SinkSpec::committer`]) once: idempotent, so a rerun commit task changes nothing. It
+//! adds the results up and answers with `count` (rows written) and `failed` (rows rejected).
 //!
 //! Both nodes hold only serde data (the [`SinkSpec`], the table schema), so
 //! [`crate::codec`] sends them to other processes.
@@ -33,22 +35,13 @@ use datafusion::physical_plan::{
     execute_input_stream,
 };
 use futures::StreamExt;
-use outflow_core::WriteResult;
-use outflow_iceberg::StagedFiles;
-use serde::{Deserialize, Serialize};
+use outflow_core::{Prepared, WriteResult};
+use outflow_sinks::SinkSpec;
 
-use crate::SinkSpec;
 use crate::statement::{finish_statement, outflow_error};
 
-/// What one writer partition did: its sink's result, and for Iceberg its uncommitted files.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct WriterReport {
-    /// Rows written per destination, and the records the sink rejected.
-    pub result: WriteResult,
-    /// Iceberg data files closed but not committed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub staged: Vec<StagedFiles>,
-}
+/// What one writer partition did: its sink's result, and the committables it prepared.
+pub type WriterReport = Prepared<serde_json::Value>;
 
 const REPORT_COLUMN: &str = "report";
 
@@ -69,7 +62,7 @@ pub fn count_schema() -> SchemaRef {
 }
 
 /// Writes each input partition through a sink of its own, built from the spec; emits one
-/// report row per partition. Iceberg sinks stage their files instead of committing them.
+/// report row per partition. The sinks prepare their commits instead of committing.
 #[derive(Debug)]
 pub struct SinkWriterExec {
     input: Arc<dyn ExecutionPlan>,
@@ -162,34 +155,18 @@ impl ExecutionPlan for SinkWriterExec {
     }
 }
 
-/// Writes one partition; any error returns before the sink is closed (or staged), so none
-/// of its rows are committed.
+/// Writes one partition; any error returns before the sink prepares its commit, so none of
+/// its rows are committed.
 async fn write_partition(spec: &SinkSpec, mut data: SendableRecordBatchStream) -> Result<WriterReport> {
-    if let SinkSpec::Iceberg(options) = spec {
-        let mut sink = outflow_iceberg::IcebergSink::connect(options.as_ref().clone())
-            .await
-            .map_err(outflow_error)?;
-        while let Some(batch) = data.next().await {
-            outflow_core::Sink::write(&mut sink, batch?)
-                .await
-                .map_err(outflow_error)?;
-        }
-        let (staged, result) = sink.stage().await.map_err(outflow_error)?;
-        return Ok(WriterReport { result, staged });
-    }
-    let mut sink = spec.open().await.map_err(outflow_error)?;
+    let mut sink = spec.open_two_phase().await.map_err(outflow_error)?;
     while let Some(batch) = data.next().await {
         sink.write(batch?).await.map_err(outflow_error)?;
     }
-    let result = sink.close().await.map_err(outflow_error)?;
-    Ok(WriterReport {
-        result,
-        staged: Vec::new(),
-    })
+    sink.prepare_commit_json().await.map_err(outflow_error)
 }
 
-/// Reads every writer's report, commits Iceberg's staged files once per table, adds the
-/// results up; one partition, one row: `count` and `failed`.
+/// Reads every writer's report, commits every committable once through the sink's
+/// committer, adds the results up; one partition, one row: `count` and `failed`.
 #[derive(Debug)]
 pub struct SinkCommitExec {
     input: Arc<dyn ExecutionPlan>,
@@ -290,15 +267,17 @@ impl ExecutionPlan for SinkCommitExec {
         let last = self.last.clone();
         let stream = futures::stream::once(async move {
             let mut result = WriteResult::default();
-            let mut staged = Vec::new();
+            let mut committables = Vec::new();
             while let Some(batch) = reports.next().await {
                 for report in read_reports(&batch?)? {
                     result.merge(report.result);
-                    staged.extend(report.staged);
+                    committables.extend(report.committables);
                 }
             }
-            if let SinkSpec::Iceberg(options) = spec.as_ref() {
-                commit_iceberg(options, &staged, &mut result).await?;
+            if !committables.is_empty() {
+                let committer = spec.committer().await.map_err(outflow_error)?;
+                let committed = committer.commit_json(committables).await.map_err(outflow_error)?;
+                result.merge(committed);
             }
             let (written, failed) = (result.rows_written(), result.failed.len() as u64);
             finish_statement(result, dead_letter.as_deref(), &last)?;
@@ -326,26 +305,4 @@ fn read_reports(batch: &RecordBatch) -> Result<Vec<WriterReport>> {
                 .map_err(|e| DataFusionError::Internal(format!("reading a writer's report: {e}")))
         })
         .collect()
-}
-
-async fn commit_iceberg(
-    options: &outflow_iceberg::IcebergSinkOptions,
-    staged: &[StagedFiles],
-    result: &mut WriteResult,
-) -> Result<()> {
-    if staged.is_empty() {
-        return Ok(());
-    }
-    let catalog = outflow_iceberg::IcebergCatalog::connect(&options.catalog)
-        .await
-        .map_err(outflow_error)?;
-    let commits = outflow_iceberg::commit_staged(&catalog, staged, &options.commit_retry)
-        .await
-        .map_err(outflow_error)?;
-    for commit in commits {
-        if let outflow_iceberg::commit::CommitOutcome::Committed { .. } = commit.outcome {
-            result.destinations.entry(commit.table).or_default().commits += 1;
-        }
-    }
-    Ok(())
 }

@@ -51,16 +51,17 @@
 //! - [`SinkTable::from_spec`] takes a [`SinkSpec`] (the `sink:` section of a job file). Each
 //!   input partition gets a sink of its own ([`exec::SinkWriterExec`]), with its own
 //!   batching and retries; one commit node ([`exec::SinkCommitExec`]) then commits once per
-//!   statement: for Iceberg, one snapshot holding every writer's data files. Its answer has
+//!   statement through the sink's committer: for Iceberg, one snapshot holding every
+//!   writer's data files; for BigQuery, one BatchCommitWriteStreams of every writer's
+//!   pending streams. Its answer has
 //!   `count` (rows written) and `failed` (rows rejected). The plan serializes through
 //!   [`codec`], so the same statement runs on a Ballista cluster (`outflow-ballista`).
 
 pub mod codec;
 pub mod exec;
-mod spec;
 mod statement;
 mod table;
 
 pub use codec::{OutflowLogicalCodec, OutflowPhysicalCodec};
-pub use spec::SinkSpec;
+pub use outflow_sinks::SinkSpec;
 pub use table::{OpenSink, SinkTable};

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, UInt64Array};
+use datafusion::arrow::array::{Array, Int64Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::datasource::MemTable;
 use datafusion::physical_plan::ExecutionPlanProperties;
 use datafusion::prelude::SessionContext;
 use outflow_bigquery::{
@@ -19,24 +20,10 @@ async fn sql_insert_writes_rows_through_the_bigquery_sink() {
     let env = BigQueryEnv::from_env();
     let dataset = outflow_testkit::unique_name("df");
     env.create_dataset(&dataset);
-    let options = BigQuerySinkOptions::builder()
-        .project(&env.project)
-        .dataset(&dataset)
-        .table("events")
-        .connection(ConnectionOptions::emulator(&env.rest, &env.grpc))
-        .schema(TableSchema::new(vec![
-            TableField::new("id", FieldType::Int64).required(),
-            TableField::new("city", FieldType::String),
-        ]))
-        .build()
-        .unwrap();
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("city", DataType::Utf8, true),
-    ]));
-    let table = SinkTable::new(schema, move || {
+    let options = events_options(&env, &dataset);
+    let table = SinkTable::new(events_schema(), move || {
         let options = options.clone();
-        async move { Ok(Box::new(BigQuerySink::builder(options).build().await?) as Box<dyn Sink>) }
+        async move { Ok(Box::new(BigQuerySink::connect(options).await?) as Box<dyn Sink>) }
     });
     let ctx = SessionContext::new();
     ctx.register_table("events", Arc::new(table.clone())).unwrap();
@@ -70,14 +57,11 @@ async fn sql_insert_writes_rows_through_the_bigquery_sink() {
     assert!(rows.iter().find(|r| r["id"] == 3).unwrap()["city"].is_null());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parallel_writers_each_append_through_their_own_bigquery_sink() {
-    let env = BigQueryEnv::from_env();
-    let dataset = outflow_testkit::unique_name("dfpar");
-    env.create_dataset(&dataset);
-    let options = BigQuerySinkOptions::builder()
+/// Options writing `dataset.events` (id required, city) on the emulator, exactly once.
+fn events_options(env: &BigQueryEnv, dataset: &str) -> BigQuerySinkOptions {
+    BigQuerySinkOptions::builder()
         .project(&env.project)
-        .dataset(&dataset)
+        .dataset(dataset)
         .table("events")
         .connection(ConnectionOptions::emulator(&env.rest, &env.grpc))
         .schema(TableSchema::new(vec![
@@ -85,18 +69,61 @@ async fn parallel_writers_each_append_through_their_own_bigquery_sink() {
             TableField::new("city", FieldType::String),
         ]))
         .build()
-        .unwrap();
-    let schema = Arc::new(Schema::new(vec![
+        .unwrap()
+}
+
+/// The Arrow schema of `events`.
+fn events_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("city", DataType::Utf8, true),
-    ]));
-    let table = SinkTable::from_spec(schema, SinkSpec::BigQuery(Box::new(options)));
-    let ctx =
-        SessionContext::new_with_config(datafusion::prelude::SessionConfig::new().with_target_partitions(3));
+    ]))
+}
+
+/// A source of `partitions` partitions of `per_partition` ids each (from 1), in batches of
+/// 100 rows, so every writer appends many requests.
+fn source(partitions: i64, per_partition: i64) -> MemTable {
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+    let parts = (0..partitions)
+        .map(|p| {
+            (0..per_partition / 100)
+                .map(|b| {
+                    let first = p * per_partition + b * 100 + 1;
+                    let ids = Int64Array::from_iter_values(first..first + 100);
+                    RecordBatch::try_new(schema.clone(), vec![Arc::new(ids)]).unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    MemTable::try_new(schema, parts).unwrap()
+}
+
+/// Sorted ids of the rows Google's client reads from `dataset.events`.
+fn read_ids(env: &BigQueryEnv, dataset: &str) -> Vec<i64> {
+    let read = env.read_table(dataset, "events");
+    let mut ids: Vec<i64> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_writers_commit_their_pending_streams_together() {
+    let env = BigQueryEnv::from_env();
+    let dataset = outflow_testkit::unique_name("dfpar");
+    env.create_dataset(&dataset);
+    let spec = SinkSpec::BigQuery(Box::new(events_options(&env, &dataset)));
+    let table = SinkTable::from_spec(events_schema(), spec);
+    let ctx = SessionContext::new();
+    ctx.register_table("source", Arc::new(source(3, 1000))).unwrap();
     ctx.register_table("events", Arc::new(table.clone())).unwrap();
 
     let df = ctx
-        .sql("INSERT INTO events SELECT value, 'Porto' FROM generate_series(1, 3000)")
+        .sql("INSERT INTO events SELECT id, 'Porto' FROM source")
         .await
         .unwrap();
     let plan = df.clone().create_physical_plan().await.unwrap();
@@ -118,11 +145,49 @@ async fn parallel_writers_each_append_through_their_own_bigquery_sink() {
             .value(0)
     };
     assert_eq!((column("count"), column("failed")), (3000, 0));
-    assert_eq!(table.last_result().unwrap().rows_written(), 3000);
+    let result = table.last_result().unwrap();
+    let stats = &result.destinations[&format!("{}.{dataset}.events", env.project)];
+    assert_eq!(
+        (stats.rows, stats.commits),
+        (3000, 1),
+        "one BatchCommitWriteStreams"
+    );
+    assert_eq!(
+        read_ids(&env, &dataset),
+        (1..=3000).collect::<Vec<i64>>(),
+        "each row once"
+    );
+}
 
-    let read = env.read_table(&dataset, "events");
-    let rows = read["rows"].as_array().unwrap();
-    let mut ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
-    ids.sort_unstable();
-    assert_eq!(ids, (1..=3000).collect::<Vec<i64>>(), "each row once");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_failing_midway_commits_no_writer_s_rows() {
+    let env = BigQueryEnv::from_env();
+    let dataset = outflow_testkit::unique_name("dffail");
+    env.create_dataset(&dataset);
+    let spec = SinkSpec::BigQuery(Box::new(events_options(&env, &dataset)));
+    let table = SinkTable::from_spec(events_schema(), spec);
+    let ctx = SessionContext::new();
+    ctx.register_table("source", Arc::new(source(3, 1000))).unwrap();
+    ctx.register_table("events", Arc::new(table)).unwrap();
+
+    // The middle writer fails on its last batch, when the others have written theirs (to
+    // pending streams nobody commits).
+    let err = ctx
+        .sql("INSERT INTO events SELECT id, CAST(1000 / (id - 2000) AS VARCHAR) FROM source")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().to_lowercase().contains("divide by zero"), "{err}");
+    assert_eq!(read_ids(&env, &dataset), Vec::<i64>::new(), "nothing committed");
+
+    // The same statement without the failure writes every row once.
+    ctx.sql("INSERT INTO events SELECT id, 'Faro' FROM source")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(read_ids(&env, &dataset), (1..=3000).collect::<Vec<i64>>());
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::prelude::SessionContext;
-use outflow_bigtable::{BigtableSink, ColumnFamily, ColumnMapping, RowKey, TableCreateOptions};
+use outflow_bigtable::{
+    BigtableSink, BigtableSinkOptions, ColumnFamily, ColumnMapping, RowKey, TableCreateOptions,
+};
 use outflow_core::Sink;
 use outflow_datafusion::SinkTable;
 use outflow_testkit::bigtable::{emulator_host, python_read};
@@ -25,7 +27,7 @@ async fn sql_insert_writes_rows_through_the_bigtable_sink() {
         .unwrap();
     let (endpoint, name) = (host.clone(), table.clone());
     let sink_table = SinkTable::new(schema, move || {
-        let built = BigtableSink::builder()
+        let options = BigtableSinkOptions::builder()
             .project("outflow-it")
             .instance("emulated")
             .endpoint(endpoint.clone())
@@ -34,7 +36,7 @@ async fn sql_insert_writes_rows_through_the_bigtable_sink() {
             .row_key(RowKey::field("user_id"))
             .columns(ColumnMapping::family("cf"))
             .build();
-        async move { Ok(Box::new(built?) as Box<dyn Sink>) }
+        async move { Ok(Box::new(BigtableSink::connect(options?).await?) as Box<dyn Sink>) }
     });
     let ctx = SessionContext::new();
     ctx.register_table("users", Arc::new(sink_table.clone())).unwrap();

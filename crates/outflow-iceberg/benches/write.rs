@@ -29,12 +29,13 @@ fn batches(source: &str) -> parquet::arrow::arrow_reader::ParquetRecordBatchRead
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    if args.is_empty() {
-        // `cargo test --all-targets` runs benches without arguments: nothing to measure.
+    // `cargo bench` and the benchmark script pass `--bench`; `cargo test --all-targets` runs
+    // benches without it (and with a test filter as argument): nothing to measure then.
+    if !std::env::args().any(|a| a == "--bench") {
         println!("write benchmark: run it through scripts/bench/iceberg_write.sh");
         return;
     }
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     let [mode, source, out] = args.as_slice() else {
         eprintln!("usage: write outflow|parquet-rs SOURCE.parquet OUT_DIR");
         std::process::exit(2);

@@ -19,9 +19,9 @@ use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use outflow_core::schema::{NameMapping, Schema};
 use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
 
-use crate::catalog::IcebergCatalog;
-use crate::convert::{table_name, to_iceberg_schema};
-use crate::error::IcebergResultExt;
+use crate::client::IcebergCatalog;
+use crate::client::IcebergResultExt;
+use crate::schema::{table_name, to_iceberg_schema};
 
 /// The snapshot summary key that carries Outflow's commit id.
 pub const COMMIT_ID_KEY: &str = "outflow.commit-id";
@@ -506,7 +506,7 @@ pub fn updated_name_mapping(table: &Table, schema: &Schema, create: bool) -> Res
 
 /// Shared handle to a table's schema in Outflow's model.
 pub fn current_schema(table: &Table) -> Arc<Schema> {
-    Arc::new(crate::convert::from_iceberg_schema(
+    Arc::new(crate::schema::from_iceberg_schema(
         table.metadata().current_schema(),
     ))
 }

@@ -1,32 +1,41 @@
 //! Apache Iceberg for Outflow, on iceberg-rust: a sink that writes Arrow batches to Iceberg
 //! tables, and AddFiles, which registers existing Parquet files into a table.
 //!
-//! - [`IcebergSink`] writes batches as Parquet data files and commits once per flush, with
-//!   dispositions, partitioning, schema evolution and dynamic destinations
-//!   ([`IcebergSinkOptions`]).
-//! - [`catalog`]: SQL-on-SQLite (the embedded default), in-memory and REST catalogs, and the
-//!   atomic commit path Outflow uses on each.
-//! - [`commit`]: snapshots with idempotent commit ids, overwrite, schema commits.
-//! - [`staged`]: data files written by many writers and committed once by one committer,
-//!   the two halves of a distributed write (DataFusion, Ballista).
-//! - [`add_files`]: [`AddFiles`] registers existing Parquet files into a table, evolving its
-//!   schema, with metrics and partition values from their footers.
+//! The modules every Outflow sink crate has, with the same meaning:
+//! - [`options`]: what users write ([`IcebergSinkOptions`], [`CatalogConfig`],
+//!   [`TableCreateOptions`]), serde types whose field docs are the user docs; [`builder`]:
+//!   their builders, validating in `build()`.
+//! - [`schema`]: between the Iceberg schema and Outflow's schema model.
+//! - [`sink`]: [`IcebergSink`], the write loop: Parquet data files, one commit per flush, or
+//!   staged files for a committer ([`TwoPhaseSink`](outflow_core::TwoPhaseSink)).
+//! - [`admin`]: creating tables, dispositions, schema evolution, and [`IcebergPreparer`].
+//! - [`client`]: the catalog ([`IcebergCatalog`]: SQL on SQLite, in-memory, REST), Outflow's
+//!   atomic commit path on each, and the classification of iceberg-rust's errors.
+//!
+//! And Iceberg's own: [`writer`] (a table's data files), [`commit`] (snapshots with
+//! idempotent commit ids, overwrite, schema commits), [`staged`] (the committer of a
+//! two-phase write, [`IcebergCommitter`]), [`partition`] (partition and sort fields as users
+//! write them) and [`add_files`] ([`AddFiles`]: existing Parquet files registered from their
+//! footers, evolving the schema).
 #![deny(missing_docs)]
 
-mod error;
-
 pub mod add_files;
-pub mod catalog;
+pub mod admin;
+pub mod builder;
+pub mod client;
 pub mod commit;
-pub mod convert;
 pub mod options;
 pub mod partition;
+pub mod schema;
 pub mod sink;
 pub mod staged;
+pub mod writer;
 
 pub use add_files::{AddFiles, AddFilesOptions, AddFilesResult};
-pub use catalog::{CatalogConfig, IcebergCatalog};
-pub use options::{IcebergSinkOptions, IcebergSinkOptionsBuilder};
+pub use admin::{IcebergPreparer, table_row_count};
+pub use builder::{IcebergSinkOptionsBuilder, TableCreateOptionsBuilder};
+pub use client::IcebergCatalog;
+pub use options::{CatalogConfig, IcebergSinkOptions, TableCreateOptions};
 pub use partition::{PartitionField, SortField};
-pub use sink::{IcebergDestinations, IcebergSink, PendingCommit};
-pub use staged::{StagedFiles, commit_staged};
+pub use sink::{IcebergSink, PendingCommit};
+pub use staged::{IcebergCommitter, StagedFiles, commit_staged};

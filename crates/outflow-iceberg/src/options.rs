@@ -1,28 +1,292 @@
-//! The Iceberg sink's options, as users write them in job files or build them in Rust.
+//! What users write to configure Iceberg: the catalog, the sink's options and the settings
+//! of tables Outflow creates, as serde types whose field docs are the user docs. Their
+//! builders are in [`crate::builder`]; `validate()` checks a deserialized value the same way.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
 
 use outflow_core::{
     CreateDisposition, Destination, Error, Result, RetryPolicy, SchemaEvolutionConfig, WriteDisposition,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::CatalogConfig;
+use crate::builder::{IcebergSinkOptionsBuilder, TableCreateOptionsBuilder};
 use crate::partition::{PartitionField, SortField};
+
+const DEFAULT_CATALOG_NAME: &str = "outflow";
+
+fn default_name() -> String {
+    DEFAULT_CATALOG_NAME.to_string()
+}
+
+/// Where an Iceberg catalog lives.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CatalogConfig {
+    /// A SQL catalog in a SQLite file, created if absent.
+    Sql {
+        /// The SQLite database: a path, or a `sqlite://` URI (`sqlite:///abs/catalog.db`).
+        uri: String,
+        /// The warehouse directory new tables go under: a path or a `file://` URL.
+        warehouse: String,
+        /// The catalog's name; readers must use the same name to see its tables.
+        #[serde(default = "default_name")]
+        name: String,
+        /// Further catalog and FileIO properties.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        properties: BTreeMap<String, String>,
+    },
+    /// A throwaway catalog, removed when the process is done with it.
+    Memory {
+        /// The warehouse directory (inside the catalog's temporary directory when absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        warehouse: Option<String>,
+        /// The catalog's name.
+        #[serde(default = "default_name")]
+        name: String,
+    },
+    /// An Iceberg REST catalog.
+    Rest {
+        /// The server's base URI (`http://host:port`, without `/v1`).
+        uri: String,
+        /// The warehouse to ask the server for, if it serves several.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        warehouse: Option<String>,
+        /// The catalog's name.
+        #[serde(default = "default_name")]
+        name: String,
+        /// Further properties: `token` (a bearer token), `header.<Name>` (extra headers),
+        /// FileIO settings.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        properties: BTreeMap<String, String>,
+    },
+}
+
+impl CatalogConfig {
+    /// A SQL catalog in `dir`: `dir/catalog.db` and `dir/warehouse`.
+    pub fn sqlite_in(dir: impl AsRef<Path>) -> CatalogConfig {
+        let dir = dir.as_ref();
+        CatalogConfig::Sql {
+            uri: dir.join("catalog.db").display().to_string(),
+            warehouse: dir.join("warehouse").display().to_string(),
+            name: default_name(),
+            properties: BTreeMap::new(),
+        }
+    }
+
+    /// The catalog's name.
+    pub fn name(&self) -> &str {
+        match self {
+            CatalogConfig::Sql { name, .. }
+            | CatalogConfig::Memory { name, .. }
+            | CatalogConfig::Rest { name, .. } => name,
+        }
+    }
+
+    /// The same config with relative local paths (SQLite file, warehouse) taken relative to
+    /// `base` instead of the working directory; job files use this for their own directory.
+    pub fn relative_to(&self, base: &Path) -> CatalogConfig {
+        let resolve = |p: &str| -> String {
+            if p.contains("://") || p.starts_with("sqlite:") || Path::new(p).is_absolute() {
+                p.to_string()
+            } else {
+                base.join(p).display().to_string()
+            }
+        };
+        match self {
+            CatalogConfig::Sql {
+                uri,
+                warehouse,
+                name,
+                properties,
+            } => CatalogConfig::Sql {
+                uri: resolve(uri),
+                warehouse: resolve(warehouse),
+                name: name.clone(),
+                properties: properties.clone(),
+            },
+            CatalogConfig::Memory { warehouse, name } => CatalogConfig::Memory {
+                warehouse: warehouse.as_deref().map(resolve),
+                name: name.clone(),
+            },
+            rest @ CatalogConfig::Rest { .. } => rest.clone(),
+        }
+    }
+
+    /// Checks the values without connecting.
+    pub fn validate(&self) -> Result<()> {
+        if self.name().trim().is_empty() {
+            return Err(Error::invalid_config("catalog.name", "is blank"));
+        }
+        match self {
+            CatalogConfig::Sql { uri, warehouse, .. } => {
+                if uri.trim().is_empty() {
+                    return Err(Error::invalid_config("catalog.uri", "is blank"));
+                }
+                if warehouse.trim().is_empty() {
+                    return Err(Error::invalid_config("catalog.warehouse", "is blank"));
+                }
+            }
+            CatalogConfig::Rest { uri, .. } => {
+                url::Url::parse(uri).map_err(|e| {
+                    Error::invalid_config("catalog.uri", format!("{uri:?} is not a URL: {e}"))
+                })?;
+            }
+            CatalogConfig::Memory { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+fn is_secret(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    [
+        "token",
+        "credential",
+        "secret",
+        "password",
+        "authorization",
+        "key",
+    ]
+    .iter()
+    .any(|s| key.contains(s))
+}
+
+/// Debug output never shows secret property values.
+impl fmt::Debug for CatalogConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redacted = |props: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+            props
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        if is_secret(k) {
+                            "<redacted>".into()
+                        } else {
+                            v.clone()
+                        },
+                    )
+                })
+                .collect()
+        };
+        match self {
+            CatalogConfig::Sql {
+                uri,
+                warehouse,
+                name,
+                properties,
+            } => f
+                .debug_struct("Sql")
+                .field("uri", uri)
+                .field("warehouse", warehouse)
+                .field("name", name)
+                .field("properties", &redacted(properties))
+                .finish(),
+            CatalogConfig::Memory { warehouse, name } => f
+                .debug_struct("Memory")
+                .field("warehouse", warehouse)
+                .field("name", name)
+                .finish(),
+            CatalogConfig::Rest {
+                uri,
+                warehouse,
+                name,
+                properties,
+            } => f
+                .debug_struct("Rest")
+                .field("uri", uri)
+                .field("warehouse", warehouse)
+                .field("name", name)
+                .field("properties", &redacted(properties))
+                .finish(),
+        }
+    }
+}
 
 /// The default target size of a data file: 512 MiB, as Iceberg's `write.target-file-size-bytes`.
 pub const DEFAULT_TARGET_FILE_SIZE: u64 = 512 * 1024 * 1024;
+
+/// The default zstd level of data files.
+pub const DEFAULT_COMPRESSION_LEVEL: i32 = 3;
 
 fn default_target_file_size() -> u64 {
     DEFAULT_TARGET_FILE_SIZE
 }
 
 fn default_compression_level() -> i32 {
-    3
+    DEFAULT_COMPRESSION_LEVEL
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
+}
+
+/// How a table Outflow creates is laid out: partitioning, sort order and properties. Used
+/// only when a table is created (by the sink under `create_if_needed`, or by AddFiles), so
+/// it is refused with `create_never`. Build it with [`TableCreateOptions::builder`] or write
+/// it under `table_options:`:
+///
+/// ```yaml
+/// partition_fields: ["day(ts)", "bucket(16, user_id)"]
+/// sort_order: ["ts desc"]
+/// properties: { write.format.default: parquet }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableCreateOptions {
+    /// Partition fields: `column`, `identity(column)`, `bucket(N, column)`,
+    /// `truncate(W, column)`, `year|month|day|hour(column)`, each optionally `as name`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) partition_fields: Vec<PartitionField>,
+    /// The sort order recorded in the table (`id desc nulls last`); rows are not sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) sort_order: Vec<SortField>,
+    /// Table properties.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) properties: BTreeMap<String, String>,
+}
+
+impl TableCreateOptions {
+    /// A builder with no partitioning, no sort order and no properties.
+    pub fn builder() -> TableCreateOptionsBuilder {
+        TableCreateOptionsBuilder::default()
+    }
+
+    /// The partition fields.
+    pub fn partition_fields(&self) -> &[PartitionField] {
+        &self.partition_fields
+    }
+
+    /// The sort order.
+    pub fn sort_order(&self) -> &[SortField] {
+        &self.sort_order
+    }
+
+    /// The table properties.
+    pub fn properties(&self) -> &BTreeMap<String, String> {
+        &self.properties
+    }
+
+    /// Whether nothing is set (a plain, unpartitioned table).
+    pub fn is_empty(&self) -> bool {
+        self == &TableCreateOptions::default()
+    }
+
+    /// Refuses settings that would silently do nothing: table options where nothing is
+    /// created. `creator` names who would create the table, for the message.
+    pub(crate) fn validate(&self, create: CreateDisposition, creator: &str) -> Result<()> {
+        if create == CreateDisposition::CreateNever && !self.is_empty() {
+            return Err(Error::invalid_config(
+                "table_options",
+                format!(
+                    "only applies when {creator} creates the table, and create_disposition is create_never"
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Everything the Iceberg sink needs, serializable. Build it with
@@ -34,51 +298,101 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
 /// create_disposition: create_if_needed
 /// write_disposition: append
 /// schema_evolution: { options: [allow_field_addition] }
-/// partition_fields: ["day(ts)", "bucket(16, user_id)"]
-/// table_properties: { write.format.default: parquet }
+/// table_options:
+///   partition_fields: ["day(ts)", "bucket(16, user_id)"]
+///   properties: { write.format.default: parquet }
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IcebergSinkOptions {
     /// The catalog.
-    pub catalog: CatalogConfig,
+    pub(crate) catalog: CatalogConfig,
     /// The table (`namespace.table`), or a template filled from each row
     /// (`namespace.events_{region}`).
-    pub table: Destination,
+    pub(crate) table: Destination,
     /// Whether a missing table may be created (from the input's schema).
     #[serde(default, skip_serializing_if = "is_default")]
-    pub create_disposition: CreateDisposition,
+    pub(crate) create_disposition: CreateDisposition,
     /// What happens to the rows the table already holds.
     #[serde(default, skip_serializing_if = "is_default")]
-    pub write_disposition: WriteDisposition,
+    pub(crate) write_disposition: WriteDisposition,
     /// How the table's schema may change to fit the input.
     #[serde(default, skip_serializing_if = "is_default")]
-    pub schema_evolution: SchemaEvolutionConfig,
-    /// Partition fields of a table the sink creates.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub partition_fields: Vec<PartitionField>,
-    /// Sort order of a table the sink creates (recorded; the sink does not sort rows).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sort_order: Vec<SortField>,
-    /// Properties of a table the sink creates.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub table_properties: BTreeMap<String, String>,
+    pub(crate) schema_evolution: SchemaEvolutionConfig,
+    /// Partitioning, sort order and properties of a table the sink creates.
+    #[serde(default, skip_serializing_if = "TableCreateOptions::is_empty")]
+    pub(crate) table_options: TableCreateOptions,
     /// Data files are closed when they reach about this many bytes.
     #[serde(default = "default_target_file_size")]
-    pub target_file_size_bytes: u64,
+    pub(crate) target_file_size_bytes: u64,
     /// The zstd level of data files (1 to 22).
     #[serde(default = "default_compression_level")]
-    pub compression_level: i32,
+    pub(crate) compression_level: i32,
     /// How commits that lose races or hit transient errors are retried.
     #[serde(default, skip_serializing_if = "is_default")]
-    pub commit_retry: RetryPolicy,
+    pub(crate) retry: RetryPolicy,
     /// Data file writers per table, each encoding in its own task (default: one per core,
     /// at most 4). Each writer has its own open files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub writers_per_table: Option<usize>,
+    pub(crate) writers_per_table: Option<usize>,
 }
 
 impl IcebergSinkOptions {
+    /// A builder; `catalog` and `table` are required.
+    pub fn builder() -> IcebergSinkOptionsBuilder {
+        IcebergSinkOptionsBuilder::default()
+    }
+
+    /// A builder holding these options, to change some.
+    pub fn to_builder(&self) -> IcebergSinkOptionsBuilder {
+        IcebergSinkOptionsBuilder::from_options(self.clone())
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &CatalogConfig {
+        &self.catalog
+    }
+
+    /// Where rows go: one table, a template filled from each row, or a function.
+    pub fn destination(&self) -> &Destination {
+        &self.table
+    }
+
+    /// Whether a missing table may be created.
+    pub fn create_disposition(&self) -> CreateDisposition {
+        self.create_disposition
+    }
+
+    /// What happens to the rows a table already holds.
+    pub fn write_disposition(&self) -> WriteDisposition {
+        self.write_disposition
+    }
+
+    /// How a table's schema may change.
+    pub fn schema_evolution(&self) -> &SchemaEvolutionConfig {
+        &self.schema_evolution
+    }
+
+    /// The layout of tables the sink creates.
+    pub fn table_options(&self) -> &TableCreateOptions {
+        &self.table_options
+    }
+
+    /// The target size of data files, in bytes.
+    pub fn target_file_size_bytes(&self) -> u64 {
+        self.target_file_size_bytes
+    }
+
+    /// The zstd level of data files.
+    pub fn compression_level(&self) -> i32 {
+        self.compression_level
+    }
+
+    /// How catalog calls and commits are retried.
+    pub fn retry(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
     /// How many data file writers each table gets.
     pub fn parallel_writers(&self) -> usize {
         self.writers_per_table.unwrap_or_else(|| {
@@ -89,29 +403,27 @@ impl IcebergSinkOptions {
         })
     }
 
-    /// A builder; `catalog` and `table` are required.
-    pub fn builder() -> IcebergSinkOptionsBuilder {
-        IcebergSinkOptionsBuilder::default()
+    /// The same options with relative local paths (the SQLite file, the warehouse) taken
+    /// relative to `base` instead of the working directory.
+    pub fn relative_to(&self, base: &Path) -> IcebergSinkOptions {
+        IcebergSinkOptions {
+            catalog: self.catalog.relative_to(base),
+            ..self.clone()
+        }
     }
 
     /// Checks the options without I/O, naming the field at fault.
     pub fn validate(&self) -> Result<()> {
         self.catalog.validate()?;
         if let Destination::Table(name) = &self.table {
-            crate::convert::parse_table_ident(name)?;
+            crate::schema::parse_table_ident(name)?;
         }
-        if self.create_disposition == CreateDisposition::CreateNever {
-            let creation_only = [
-                ("partition_fields", !self.partition_fields.is_empty()),
-                ("sort_order", !self.sort_order.is_empty()),
-                ("table_properties", !self.table_properties.is_empty()),
-            ];
-            if let Some((field, _)) = creation_only.iter().find(|(_, set)| *set) {
-                return Err(Error::invalid_config(
-                    field,
-                    "only applies when the sink creates the table, and create_disposition is create_never",
-                ));
-            }
+        self.table_options.validate(self.create_disposition, "the sink")?;
+        if self.schema_evolution.dry_run() {
+            return Err(Error::invalid_config(
+                "schema_evolution.dry_run",
+                "a sink writes; to see what it would change, plan instead (`outflow plan`)",
+            ));
         }
         if self.target_file_size_bytes < 1024 {
             return Err(Error::invalid_config(
@@ -125,7 +437,7 @@ impl IcebergSinkOptions {
                 "must be between 1 and 22",
             ));
         }
-        self.commit_retry.validate()?;
+        self.retry.validate()?;
         if self.writers_per_table == Some(0) {
             return Err(Error::invalid_config("writers_per_table", "must be at least 1"));
         }
@@ -133,221 +445,9 @@ impl IcebergSinkOptions {
     }
 }
 
-/// Builds [`IcebergSinkOptions`]; setters never fail, `build()` validates.
-#[derive(Clone, Debug, Default)]
-pub struct IcebergSinkOptionsBuilder {
-    catalog: Option<CatalogConfig>,
-    table: Option<String>,
-    destination: Option<Destination>,
-    create_disposition: CreateDisposition,
-    write_disposition: WriteDisposition,
-    schema_evolution: SchemaEvolutionConfig,
-    partition_fields: Vec<String>,
-    sort_order: Vec<String>,
-    table_properties: BTreeMap<String, String>,
-    target_file_size_bytes: Option<u64>,
-    compression_level: Option<i32>,
-    commit_retry: RetryPolicy,
-    writers_per_table: Option<usize>,
-}
-
-impl IcebergSinkOptionsBuilder {
-    /// The catalog.
-    pub fn catalog(mut self, catalog: CatalogConfig) -> Self {
-        self.catalog = Some(catalog);
-        self
-    }
-
-    /// The table, `namespace.table`, or a template such as `ns.events_{region}`.
-    pub fn table(mut self, table: impl Into<String>) -> Self {
-        self.table = Some(table.into());
-        self
-    }
-
-    /// A destination chosen per row (a template or a function).
-    pub fn destination(mut self, destination: Destination) -> Self {
-        self.destination = Some(destination);
-        self
-    }
-
-    /// Whether a missing table may be created.
-    pub fn create_disposition(mut self, d: CreateDisposition) -> Self {
-        self.create_disposition = d;
-        self
-    }
-
-    /// What happens to existing rows.
-    pub fn write_disposition(mut self, d: WriteDisposition) -> Self {
-        self.write_disposition = d;
-        self
-    }
-
-    /// How the schema may evolve.
-    pub fn schema_evolution(mut self, config: SchemaEvolutionConfig) -> Self {
-        self.schema_evolution = config;
-        self
-    }
-
-    /// Adds a partition field (`day(ts)`, `bucket(16, id)`, `region`...) for creation.
-    pub fn partition_field(mut self, field: impl Into<String>) -> Self {
-        self.partition_fields.push(field.into());
-        self
-    }
-
-    /// Adds a sort field (`id desc`) for creation.
-    pub fn sort_field(mut self, field: impl Into<String>) -> Self {
-        self.sort_order.push(field.into());
-        self
-    }
-
-    /// Adds a table property for creation.
-    pub fn table_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.table_properties.insert(key.into(), value.into());
-        self
-    }
-
-    /// The target size of data files, in bytes.
-    pub fn target_file_size_bytes(mut self, bytes: u64) -> Self {
-        self.target_file_size_bytes = Some(bytes);
-        self
-    }
-
-    /// The zstd level of data files.
-    pub fn compression_level(mut self, level: i32) -> Self {
-        self.compression_level = Some(level);
-        self
-    }
-
-    /// How commits are retried.
-    pub fn commit_retry(mut self, policy: RetryPolicy) -> Self {
-        self.commit_retry = policy;
-        self
-    }
-
-    /// Data file writers per table (default: one per core, at most 4).
-    pub fn writers_per_table(mut self, writers: usize) -> Self {
-        self.writers_per_table = Some(writers);
-        self
-    }
-
-    /// Validates and builds the options.
-    pub fn build(self) -> Result<IcebergSinkOptions> {
-        let catalog = self
-            .catalog
-            .ok_or_else(|| Error::invalid_config("catalog", "is required"))?;
-        let table = match (self.destination, self.table) {
-            (Some(d), None) => d,
-            (None, Some(t)) => {
-                Destination::parse(&t).map_err(|e| Error::invalid_config("table", e.message()))?
-            }
-            (Some(_), Some(_)) => {
-                return Err(Error::invalid_config(
-                    "table",
-                    "give either a table or a destination, not both",
-                ));
-            }
-            (None, None) => return Err(Error::invalid_config("table", "is required")),
-        };
-        let options = IcebergSinkOptions {
-            catalog,
-            table,
-            create_disposition: self.create_disposition,
-            write_disposition: self.write_disposition,
-            schema_evolution: self.schema_evolution,
-            partition_fields: self
-                .partition_fields
-                .iter()
-                .map(|f| f.parse())
-                .collect::<Result<_>>()?,
-            sort_order: self.sort_order.iter().map(|f| f.parse()).collect::<Result<_>>()?,
-            table_properties: self.table_properties,
-            target_file_size_bytes: self.target_file_size_bytes.unwrap_or(DEFAULT_TARGET_FILE_SIZE),
-            compression_level: self.compression_level.unwrap_or(default_compression_level()),
-            commit_retry: self.commit_retry,
-            writers_per_table: self.writers_per_table,
-        };
-        options.validate()?;
-        Ok(options)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn catalog() -> CatalogConfig {
-        CatalogConfig::sqlite_in("/tmp/outflow-test")
-    }
-
-    #[test]
-    fn defaults() {
-        let o = IcebergSinkOptions::builder()
-            .catalog(catalog())
-            .table("db.t")
-            .build()
-            .unwrap();
-        assert_eq!(o.create_disposition, CreateDisposition::CreateIfNeeded);
-        assert_eq!(o.write_disposition, WriteDisposition::Append);
-        assert!(!o.schema_evolution.is_enabled());
-        assert_eq!(o.target_file_size_bytes, DEFAULT_TARGET_FILE_SIZE);
-        assert_eq!(o.compression_level, 3);
-        assert_eq!(o.table, Destination::Table("db.t".into()));
-    }
-
-    #[test]
-    fn setters() {
-        let o = IcebergSinkOptions::builder()
-            .catalog(catalog())
-            .table("db.events_{region}")
-            .write_disposition(WriteDisposition::Truncate)
-            .partition_field("day(ts)")
-            .sort_field("id desc")
-            .table_property("k", "v")
-            .target_file_size_bytes(1 << 20)
-            .compression_level(9)
-            .build()
-            .unwrap();
-        assert!(matches!(o.table, Destination::Template(_)));
-        assert_eq!(o.partition_fields[0].to_string(), "day(ts)");
-        assert!(o.sort_order[0].descending);
-        assert_eq!(o.table_properties["k"], "v");
-        assert_eq!((o.target_file_size_bytes, o.compression_level), (1 << 20, 9));
-    }
-
-    #[test]
-    fn build_names_the_field_at_fault() {
-        let missing = IcebergSinkOptions::builder().table("db.t").build().unwrap_err();
-        assert_eq!(missing.context_value("field"), Some("catalog"));
-        let bad_table = IcebergSinkOptions::builder()
-            .catalog(catalog())
-            .table("nonamespace")
-            .build()
-            .unwrap_err();
-        assert_eq!(bad_table.context_value("field"), Some("table"));
-        let blank = IcebergSinkOptions::builder()
-            .catalog(catalog())
-            .table("  ")
-            .build()
-            .unwrap_err();
-        assert_eq!(blank.context_value("field"), Some("table"));
-        let never = IcebergSinkOptions::builder()
-            .catalog(catalog())
-            .table("db.t")
-            .create_disposition(CreateDisposition::CreateNever)
-            .partition_field("day(ts)")
-            .build()
-            .unwrap_err();
-        assert_eq!(never.context_value("field"), Some("partition_fields"));
-        let level = IcebergSinkOptions::builder()
-            .catalog(catalog())
-            .table("db.t")
-            .compression_level(0)
-            .build();
-        assert_eq!(
-            level.unwrap_err().context_value("field"),
-            Some("compression_level")
-        );
-    }
 
     #[test]
     fn serde_round_trip() {
@@ -356,17 +456,62 @@ catalog: { type: sql, uri: ./lake/catalog.db, warehouse: ./lake/warehouse }
 table: analytics.events_{region}
 write_disposition: truncate
 schema_evolution: { options: [allow_field_addition], required_columns: [id] }
-partition_fields: ["day(ts)", "bucket(16, user_id) as user_bucket"]
-table_properties: { owner: data }
+table_options:
+  partition_fields: ["day(ts)", "bucket(16, user_id) as user_bucket"]
+  properties: { owner: data }
 target_file_size_bytes: 1048576
 "#;
         let o: IcebergSinkOptions = serde_yaml_ng::from_str(yaml).unwrap();
         o.validate().unwrap();
-        assert_eq!(o.partition_fields[1].partition_name(), "user_bucket");
+        assert_eq!(
+            o.table_options().partition_fields()[1].partition_name(),
+            "user_bucket"
+        );
         let json = serde_json::to_string(&o).unwrap();
         assert_eq!(serde_json::from_str::<IcebergSinkOptions>(&json).unwrap(), o);
         let err =
             serde_yaml_ng::from_str::<IcebergSinkOptions>("catalog: {type: memory}\ntable: a.b\ntabel: c\n");
         assert!(err.unwrap_err().to_string().contains("tabel"));
+        let flat = serde_yaml_ng::from_str::<IcebergSinkOptions>(
+            "catalog: {type: memory}\ntable: a.b\npartition_fields: [id]\n",
+        );
+        assert!(flat.unwrap_err().to_string().contains("partition_fields"));
+    }
+
+    #[test]
+    fn deserialized_options_validate_like_built_ones() {
+        let never: IcebergSinkOptions = serde_yaml_ng::from_str(
+            "catalog: {type: memory}\ntable: a.b\ncreate_disposition: create_never\ntable_options: {partition_fields: [id]}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            never.validate().unwrap_err().context_value("field"),
+            Some("table_options")
+        );
+        let dry: IcebergSinkOptions = serde_yaml_ng::from_str(
+            "catalog: {type: memory}\ntable: a.b\nschema_evolution: {options: [addition], dry_run: true}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            dry.validate().unwrap_err().context_value("field"),
+            Some("schema_evolution.dry_run")
+        );
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_a_base() {
+        let o = IcebergSinkOptions::builder()
+            .catalog(CatalogConfig::sqlite_in("lake"))
+            .table("db.t")
+            .build()
+            .unwrap();
+        let moved = o.relative_to(Path::new("/jobs"));
+        let CatalogConfig::Sql { uri, warehouse, .. } = moved.catalog() else {
+            panic!("{:?}", moved.catalog());
+        };
+        assert_eq!(
+            (uri.as_str(), warehouse.as_str()),
+            ("/jobs/lake/catalog.db", "/jobs/lake/warehouse")
+        );
     }
 }

@@ -11,7 +11,7 @@ use iceberg::spec::{
 use outflow_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::error::IcebergResultExt;
+use crate::client::IcebergResultExt;
 
 /// One partition field: a transform of a source column, with the partition's name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

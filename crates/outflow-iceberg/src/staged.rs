@@ -2,10 +2,11 @@
 //! of a distributed write (one statement on several DataFusion partitions or Ballista
 //! executors).
 //!
-//! A writer ends with [`IcebergSink::stage`](crate::IcebergSink::stage) instead of `close`:
-//! its data files are closed and described as [`StagedFiles`] (serde, each data file in
-//! Iceberg's own JSON form, so they can cross processes), and nothing is committed. The
-//! committer gathers every writer's staged files and calls [`commit_staged`]: one snapshot
+//! This is Iceberg's side of the two-phase contract of [`outflow_core::commit`]. A writer
+//! ends with [`TwoPhaseSink::prepare_commit`](outflow_core::TwoPhaseSink::prepare_commit)
+//! instead of `close`: its data files are closed and described as [`StagedFiles`] (serde,
+//! each data file in Iceberg's own JSON form, so they can cross processes), and nothing is
+//! committed. The [`IcebergCommitter`] gathers every writer's staged files: one snapshot
 //! per table holding all of them, with a commit id derived from all of them. A committer
 //! that is retried with the same files (a rerun task) finds that id in the table and
 //! commits nothing twice; files of writers that failed and were rerun are never staged, so
@@ -13,15 +14,16 @@
 
 use std::collections::BTreeMap;
 
+use async_trait::async_trait;
 use iceberg::spec::{DataFile, deserialize_data_file_from_json, serialize_data_file_to_json};
 use iceberg::table::Table;
-use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
+use outflow_core::{Committer, Error, ErrorKind, Result, RetryPolicy, WriteResult};
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::IcebergCatalog;
+use crate::client::{IcebergCatalog, IcebergResultExt};
 use crate::commit::{CommitOutcome, DataCommit, SnapshotKind, commit_data};
-use crate::convert::parse_table_ident;
-use crate::error::IcebergResultExt;
+use crate::options::IcebergSinkOptions;
+use crate::schema::parse_table_ident;
 use crate::sink::PendingCommit;
 
 /// One writer's uncommitted data files for one table.
@@ -122,6 +124,39 @@ pub async fn commit_staged(
         });
     }
     Ok(out)
+}
+
+/// Commits the staged files of every writer of one write: Iceberg's [`Committer`].
+#[derive(Clone, Debug)]
+pub struct IcebergCommitter {
+    catalog: IcebergCatalog,
+    retry: RetryPolicy,
+}
+
+impl IcebergCommitter {
+    /// Connects to the catalog the writers of `options` wrote through.
+    pub async fn connect(options: &IcebergSinkOptions) -> Result<IcebergCommitter> {
+        Ok(IcebergCommitter {
+            catalog: IcebergCatalog::connect(options.catalog()).await?,
+            retry: options.retry().clone(),
+        })
+    }
+}
+
+#[async_trait]
+impl Committer for IcebergCommitter {
+    type Committable = StagedFiles;
+
+    async fn commit(&self, committables: Vec<StagedFiles>) -> Result<WriteResult> {
+        let mut result = WriteResult::default();
+        for commit in commit_staged(&self.catalog, &committables, &self.retry).await? {
+            let stats = result.destinations.entry(commit.table).or_default();
+            if let CommitOutcome::Committed { .. } = commit.outcome {
+                stats.commits += 1;
+            }
+        }
+        Ok(result)
+    }
 }
 
 fn read_files(table: &Table, spec_id: i32, parts: &[&StagedFiles]) -> Result<Vec<DataFile>> {

@@ -25,13 +25,22 @@ use outflow_core::{
 use outflow_iceberg::add_files::{
     AddFiles, AddFilesOptions, AddFilesOptionsBuilder, AddFilesResult, BatchWindow, FileErrorKind, SkipReason,
 };
-use outflow_iceberg::convert::parse_table_ident;
-use outflow_iceberg::{CatalogConfig, IcebergCatalog};
+use outflow_iceberg::schema::parse_table_ident;
+use outflow_iceberg::{CatalogConfig, IcebergCatalog, TableCreateOptions};
 use outflow_testkit::iceberg::TestCatalog;
 use outflow_testkit::unique_name;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde_json::{Value, json};
+
+/// Table options partitioning a created table by `fields`.
+fn partitioned(fields: &[&str]) -> TableCreateOptions {
+    fields
+        .iter()
+        .fold(TableCreateOptions::builder(), |b, f| b.partition_field(*f))
+        .build()
+        .unwrap()
+}
 
 /// A catalog in a temporary directory and a place for the files to register.
 struct Lake {
@@ -1136,8 +1145,7 @@ events("elsewhere/region=eu/ts_day=2024-01-05/c.parquet", [(6, "eu", "2024-01-05
     .map(|f| lake.path(f));
     let result = add(
         lake.options(&table)
-            .partition_field("region")
-            .partition_field("day(ts)")
+            .table_options(partitioned(&["region", "day(ts)"]))
             .location_prefix(lake.path("lake"))
             .build()
             .unwrap(),
@@ -1217,8 +1225,7 @@ events("no_stats.parquet", [(1, "eu", "2024-03-01T01:00:00")], write_statistics=
     let files = names.map(|f| lake.path(f));
     let result = add(
         lake.options(&table)
-            .partition_field("day(ts)")
-            .partition_field("bucket(4, id)")
+            .table_options(partitioned(&["day(ts)", "bucket(4, id)"]))
             .build()
             .unwrap(),
         &files,
@@ -1686,7 +1693,10 @@ pq.write_table(pa.table({"id": pa.array([2], pa.int64()), "ts": ts(-1)}), out("f
     );
     let files = ["whole.parquet", "fraction.parquet"].map(|f| lake.path(f));
     let result = add(
-        lake.options(&table).partition_field("ts").build().unwrap(),
+        lake.options(&table)
+            .table_options(partitioned(&["ts"]))
+            .build()
+            .unwrap(),
         &files,
     )
     .await;

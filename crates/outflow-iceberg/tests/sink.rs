@@ -13,8 +13,8 @@ use outflow_core::{
     Sink, WriteDisposition,
 };
 use outflow_iceberg::commit::{CommitOutcome, find_commit};
-use outflow_iceberg::convert::parse_table_ident;
-use outflow_iceberg::{CatalogConfig, IcebergCatalog, IcebergSinkOptions};
+use outflow_iceberg::schema::parse_table_ident;
+use outflow_iceberg::{CatalogConfig, IcebergCatalog, IcebergSinkOptions, TableCreateOptions};
 use outflow_testkit::iceberg::{Reader, TestCatalog};
 use outflow_testkit::unique_name;
 use serde_json::{Value, json};
@@ -124,7 +124,12 @@ async fn partitioned_tables_with_every_transform_read_back() {
     for (i, (field, transform)) in cases.into_iter().enumerate() {
         let table = format!("parts.t{i}");
         let opts = options(&fixture.config, &table)
-            .partition_field(field)
+            .table_options(
+                TableCreateOptions::builder()
+                    .partition_field(field)
+                    .build()
+                    .unwrap(),
+            )
             .build()
             .unwrap();
         write_all(opts, vec![events(0..30, "eu"), events(30..40, "us")])
@@ -575,10 +580,10 @@ async fn the_memory_catalog_keeps_tables_for_the_process() {
     // through the same commit path as the SQL catalog.
     let mut truncate = outflow_iceberg::IcebergSink::with_catalog(
         catalog.clone(),
-        IcebergSinkOptions {
-            write_disposition: WriteDisposition::Truncate,
-            ..opts
-        },
+        opts.to_builder()
+            .write_disposition(WriteDisposition::Truncate)
+            .build()
+            .unwrap(),
     );
     truncate.write(events(10..12, "eu")).await.unwrap();
     truncate.close().await.unwrap();
@@ -586,7 +591,7 @@ async fn the_memory_catalog_keeps_tables_for_the_process() {
         .require_table(&parse_table_ident("mem.t").unwrap())
         .await
         .unwrap();
-    assert_eq!(outflow_iceberg::sink::table_row_count(&table).await.unwrap(), 2);
+    assert_eq!(outflow_iceberg::table_row_count(&table).await.unwrap(), 2);
     assert_eq!(table.metadata().snapshots().count(), 2);
 }
 

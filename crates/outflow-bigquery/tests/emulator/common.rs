@@ -12,7 +12,7 @@ use outflow_bigquery::{
     BigQuerySink, BigQuerySinkOptions, BigQuerySinkOptionsBuilder, ConnectionOptions, FieldType, TableField,
     TableSchema,
 };
-use outflow_core::{RetryPolicy, Sink, WriteResult};
+use outflow_core::{RetryPolicy, SchemaEvolutionConfig, SchemaEvolutionOption, Sink, WriteResult};
 use outflow_testkit::bigquery::BigQueryEnv;
 use outflow_testkit::unique_name;
 use serde_json::Value;
@@ -189,10 +189,15 @@ impl Ctx {
 
 /// A sink for `options`.
 pub async fn sink(options: BigQuerySinkOptions) -> BigQuerySink {
-    BigQuerySink::builder(options)
+    BigQuerySink::connect(options).await.expect("connect the sink")
+}
+
+/// Evolution allowing `options`.
+pub fn evolution(options: &[SchemaEvolutionOption]) -> SchemaEvolutionConfig {
+    SchemaEvolutionConfig::builder()
+        .allow_all(options.iter().copied())
         .build()
-        .await
-        .expect("build the sink")
+        .expect("evolution options")
 }
 
 /// Writes every batch, closes, and returns the result.

@@ -157,11 +157,10 @@ async fn ensure_table_creates_evolves_and_plans() {
     assert!(text.contains("extra: the table has no such column"), "{text}");
     assert_eq!(ctx.columns("t").len(), 3);
 
-    request.schema_update_options = [
+    request.schema_evolution = evolution(&[
         SchemaEvolutionOption::AllowFieldAddition,
         SchemaEvolutionOption::AllowFieldRelaxation,
-    ]
-    .into();
+    ]);
     request.dry_run = true;
     let report = ensure_table(&request).await.unwrap();
     assert_eq!(report.plan.action, PlannedAction::Update);

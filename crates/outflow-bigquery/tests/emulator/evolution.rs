@@ -40,7 +40,7 @@ async fn field_addition_adds_nullable_columns_before_the_rows_that_need_them() {
             .options(&table)
             .schema(must_schema())
             .write_method(method)
-            .schema_update_option(SchemaEvolutionOption::AllowFieldAddition)
+            .schema_evolution(evolution(&[SchemaEvolutionOption::AllowFieldAddition]))
             .build()
             .unwrap();
         let mut s = sink(options).await;
@@ -156,7 +156,7 @@ async fn field_relaxation_makes_required_columns_nullable_when_rows_need_it() {
     let options = ctx
         .options("t")
         .schema(must_schema())
-        .schema_update_option(SchemaEvolutionOption::AllowFieldRelaxation)
+        .schema_evolution(evolution(&[SchemaEvolutionOption::AllowFieldRelaxation]))
         .build()
         .unwrap();
     let mut s = sink(options).await;
@@ -192,7 +192,7 @@ async fn relaxation_for_a_missing_column_is_made_before_the_rows() {
         .options("t")
         .schema(must_schema())
         .write_method(WriteMethod::AtLeastOnce)
-        .schema_update_option(SchemaEvolutionOption::AllowFieldRelaxation)
+        .schema_evolution(evolution(&[SchemaEvolutionOption::AllowFieldRelaxation]))
         .build()
         .unwrap();
     let lacking = batch(vec![(

@@ -44,9 +44,7 @@ fn batches() -> impl Iterator<Item = arrow_array::RecordBatch> {
 
 async fn resume_and_finish(ctx: &Ctx, table: &str, stream_type: StreamType, checkpoint: Checkpoint) {
     let from = (checkpoint.rows as i64 / BATCH) as usize;
-    let mut s = BigQuerySink::builder(options(ctx, table, stream_type))
-        .resume_from(checkpoint)
-        .build()
+    let mut s = BigQuerySink::resume(options(ctx, table, stream_type), checkpoint)
         .await
         .unwrap();
     for b in batches().skip(from) {
@@ -61,8 +59,7 @@ async fn a_writer_resumed_from_a_stale_checkpoint_writes_each_row_once() {
     let ctx = Ctx::new().await;
     for stream_type in [StreamType::Committed, StreamType::Pending] {
         let table = format!("t_{stream_type:?}").to_lowercase();
-        let mut s = BigQuerySink::builder(options(&ctx, &table, stream_type))
-            .build()
+        let mut s = BigQuerySink::connect(options(&ctx, &table, stream_type))
             .await
             .unwrap();
         let mut input = batches();
@@ -91,7 +88,7 @@ async fn a_committed_writer_killed_mid_batch_resumes_exactly_once() {
     let (tx, mut rx) = tokio::sync::watch::channel(Checkpoint::default());
     let writer_options = options(&ctx, "t", StreamType::Committed);
     let task = tokio::spawn(async move {
-        let mut s = BigQuerySink::builder(writer_options).build().await.unwrap();
+        let mut s = BigQuerySink::connect(writer_options).await.unwrap();
         for b in batches() {
             s.write(b).await.unwrap();
             tx.send(s.checkpoint()).unwrap();
@@ -139,7 +136,7 @@ async fn a_truncating_writer_resumes_with_its_staging_table() {
         .write_disposition(outflow_core::WriteDisposition::Truncate)
         .build()
         .unwrap();
-    let mut s = BigQuerySink::builder(options.clone()).build().await.unwrap();
+    let mut s = BigQuerySink::connect(options.clone()).await.unwrap();
     s.write(id_name(0..10)).await.unwrap();
     s.flush().await.unwrap();
     assert_eq!(ctx.ids("t"), (0..10).collect::<Vec<_>>());
@@ -151,11 +148,7 @@ async fn a_truncating_writer_resumes_with_its_staging_table() {
         .expect("a staging table");
     drop(s); // killed: the rows 10..20 are staged, not swapped in
     assert_eq!(ctx.ids("t"), (0..10).collect::<Vec<_>>());
-    let mut s = BigQuerySink::builder(options)
-        .resume_from(checkpoint)
-        .build()
-        .await
-        .unwrap();
+    let mut s = BigQuerySink::resume(options, checkpoint).await.unwrap();
     s.write(id_name(20..25)).await.unwrap();
     s.close().await.unwrap();
     assert_eq!(ctx.ids("t"), (0..25).collect::<Vec<_>>());

@@ -192,12 +192,13 @@ async fn a_raw_family_declared_as_an_aggregate_fails_before_any_write() {
         .unwrap();
     assert_eq!(plan.action, PlannedAction::Fail);
 
-    let mut sink = sink(&table)
-        .table_options(declared)
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::family("counts"))
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&table)
+            .table_options(declared)
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::family("counts")),
+    )
+    .await;
     let rows = batch(vec![
         ("id", Arc::new(StringArray::from(vec!["a"]))),
         ("n", Arc::new(Int64Array::from(vec![1]))),
@@ -303,12 +304,13 @@ async fn concurrent_preparation_succeeds_for_every_writer() {
 #[tokio::test]
 async fn create_never_fails_on_a_missing_table_naming_it() {
     let table = table_name("absent");
-    let mut sink = sink(&table)
-        .create_disposition(CreateDisposition::CreateNever)
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::family("cf"))
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&table)
+            .create_disposition(CreateDisposition::CreateNever)
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::family("cf")),
+    )
+    .await;
     let rows = batch(vec![("id", Arc::new(StringArray::from(vec!["a"])))]);
     let err = sink.write(rows).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema};
-use outflow_bigtable::{BigtableClient, BigtableConnection, BigtableSink, BigtableSinkBuilder};
+use outflow_bigtable::{
+    BigtableClient, BigtableConnection, BigtableSink, BigtableSinkOptions, BigtableSinkOptionsBuilder,
+};
 use outflow_testkit::bigtable::{emulator_host, python_read};
 use serde_json::Value;
 
@@ -35,18 +37,24 @@ pub async fn client() -> BigtableClient {
     client_at(&host()).await
 }
 
-/// A sink builder for `table` on the emulator at `host`.
-pub fn sink_at(host: &str, table: &str) -> BigtableSinkBuilder {
-    BigtableSink::builder()
+/// Sink options for `table` on the emulator at `host`.
+pub fn sink_at(host: &str, table: &str) -> BigtableSinkOptionsBuilder {
+    BigtableSinkOptions::builder()
         .project(PROJECT)
         .instance(INSTANCE)
         .endpoint(host)
         .table(table)
 }
 
-/// A sink builder for `table` on the shared emulator.
-pub fn sink(table: &str) -> BigtableSinkBuilder {
+/// Sink options for `table` on the shared emulator.
+pub fn sink(table: &str) -> BigtableSinkOptionsBuilder {
     sink_at(&host(), table)
+}
+
+/// The sink `options` describe (valid options: a test of invalid ones calls `build()`).
+pub async fn open(options: BigtableSinkOptionsBuilder) -> BigtableSink {
+    let options = options.build().expect("valid sink options");
+    BigtableSink::connect(options).await.expect("a sink")
 }
 
 /// A batch of named columns (all nullable).

@@ -58,24 +58,25 @@ fn rows(batch_no: usize, n: usize) -> RecordBatch {
 async fn idempotent_rows_land_exactly_once_through_cut_connections() {
     let table = table_name("cuts");
     let proxy = Arc::new(FaultProxy::start(&host()).await);
-    let mut sink = sink_at(&proxy.host(), &table)
-        .table_options(
-            TableCreateOptions::builder()
-                .raw_family("cf", None)
-                .build()
-                .unwrap(),
-        )
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::family("cf"))
-        .timestamp(CellTimestamp::Field("ts".into()))
-        .batching(
-            Batching::new()
-                .with_max_entries(250)
-                .with_max_outstanding_requests(2),
-        )
-        .retry(patient())
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink_at(&proxy.host(), &table)
+            .table_options(
+                TableCreateOptions::builder()
+                    .raw_family("cf", None)
+                    .build()
+                    .unwrap(),
+            )
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::family("cf"))
+            .timestamp(CellTimestamp::Field("ts".into()))
+            .batching(
+                Batching::new()
+                    .with_max_entries(250)
+                    .with_max_outstanding_requests(2),
+            )
+            .retry(patient()),
+    )
+    .await;
     // Prepare the table before the cuts start, so every cut hits writes.
     sink.write(rows(0, 10)).await.unwrap();
     sink.flush().await.unwrap();
@@ -146,17 +147,18 @@ async fn unacknowledged_add_to_cell_is_reported_not_retried() {
         .column_family(ColumnFamily::new("total").with_value_type(ValueType::Sum))
         .build()
         .unwrap();
-    let mut sink = sink_at(&proxy.host(), &table)
-        .table_options(options)
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::explicit([
-            Column::new("v", "cf"),
-            Column::new("n", "total"),
-        ]))
-        .timestamp(CellTimestamp::Field("ts".into()))
-        .retry(patient())
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink_at(&proxy.host(), &table)
+            .table_options(options)
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::explicit([
+                Column::new("v", "cf"),
+                Column::new("n", "total"),
+            ]))
+            .timestamp(CellTimestamp::Field("ts".into()))
+            .retry(patient()),
+    )
+    .await;
     // Prepare first: the swallowing below must catch the write, not the table creation.
     sink.write(batch(vec![
         ("id", Arc::new(StringArray::from(vec!["warmup"]))),
@@ -248,31 +250,31 @@ async fn a_killed_emulator_is_a_transient_failure_and_a_restarted_one_fails_clea
     let table = table_name("killed");
     let host = emulator.host();
     let build = |retry: RetryPolicy| {
-        sink_at(&host, &table)
-            .table_options(
-                TableCreateOptions::builder()
-                    .raw_family("cf", None)
-                    .build()
-                    .unwrap(),
-            )
-            .row_key(RowKey::field("id"))
-            .columns(ColumnMapping::family("cf"))
-            .timestamp(CellTimestamp::Field("ts".into()))
-            .batching(
-                Batching::new()
-                    .with_max_entries(5_000)
-                    .with_max_outstanding_requests(2),
-            )
-            .request_timeout(Duration::from_secs(10))
-            .retry(retry)
-            .build()
-            .unwrap()
+        open(
+            sink_at(&host, &table)
+                .table_options(
+                    TableCreateOptions::builder()
+                        .raw_family("cf", None)
+                        .build()
+                        .unwrap(),
+                )
+                .row_key(RowKey::field("id"))
+                .columns(ColumnMapping::family("cf"))
+                .timestamp(CellTimestamp::Field("ts".into()))
+                .batching(
+                    Batching::new()
+                        .with_max_entries(5_000)
+                        .with_max_outstanding_requests(2),
+                )
+                .request_timeout(Duration::from_secs(10))
+                .retry(retry),
+        )
     };
 
     // 1. Without retries, the first failure after the kill surfaces as it is: a transient
     //    error, whether the request was in flight (the connection reset under it: gRPC
     //    UNKNOWN over a transport error) or sent after (connection refused: UNAVAILABLE).
-    let mut once = build(RetryPolicy::none());
+    let mut once = build(RetryPolicy::none()).await;
     once.write(rows(0, 10)).await.unwrap();
     once.flush().await.unwrap();
     let writer = tokio::spawn(async move {
@@ -294,7 +296,7 @@ async fn a_killed_emulator_is_a_transient_failure_and_a_restarted_one_fails_clea
     //    emulator answers on the same port (without the table: it kept it in memory) the
     //    writer fails with NotFound naming the table, promptly, instead of hanging.
     emulator.restart().await;
-    let mut patient_sink = build(patient());
+    let mut patient_sink = build(patient()).await;
     patient_sink.write(rows(0, 10)).await.unwrap();
     patient_sink.flush().await.unwrap();
     let started = Instant::now();
@@ -318,7 +320,7 @@ async fn a_killed_emulator_is_a_transient_failure_and_a_restarted_one_fails_clea
     assert!(started.elapsed() < Duration::from_secs(60));
 
     // The restarted emulator works: preparing again creates the table and writes land.
-    let mut fresh = build(patient());
+    let mut fresh = build(patient()).await;
     fresh.write(rows(7, 100)).await.unwrap();
     assert_eq!(fresh.close().await.unwrap().rows_written(), 100);
     let client = client_at(&host).await;

@@ -75,13 +75,14 @@ async fn every_value_kind_reads_back_through_read_rows_and_python() {
         ("tags", Arc::new(list.finish())),
         ("place", Arc::new(place)),
     ]);
-    let mut sink = sink(&table)
-        .table_options(raw(&["cf"]))
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::family("cf"))
-        .timestamp(CellTimestamp::Field("ts".into()))
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&table)
+            .table_options(raw(&["cf"]))
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::family("cf"))
+            .timestamp(CellTimestamp::Field("ts".into())),
+    )
+    .await;
     sink.write(rows).await.unwrap();
     let result = sink.close().await.unwrap();
     assert_eq!(result.rows_written(), 2);
@@ -189,12 +190,13 @@ async fn struct_fields_become_families_and_write_time_is_used_by_default() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_micros() as i64;
-    let mut sink = sink(&table)
-        .table_options(raw(&["profile", "stats"]))
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::StructFamilies)
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&table)
+            .table_options(raw(&["profile", "stats"]))
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::StructFamilies),
+    )
+    .await;
     sink.write(rows).await.unwrap();
     sink.close().await.unwrap();
     let py = python(&table);
@@ -222,18 +224,19 @@ async fn add_to_cell_sums_and_keeps_min_and_max() {
         .column_family(ColumnFamily::new("uniq").with_value_type(ValueType::HyperLogLog))
         .build()
         .unwrap();
-    let mut sink = sink(&table)
-        .table_options(options)
-        .row_key(RowKey::field("page"))
-        .columns(ColumnMapping::explicit([
-            Column::new("clicks", "total"),
-            Column::new("latency", "low"),
-            Column::new("latency", "high"),
-            Column::new("user", "uniq"),
-            Column::new("title", "cf"),
-        ]))
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&table)
+            .table_options(options)
+            .row_key(RowKey::field("page"))
+            .columns(ColumnMapping::explicit([
+                Column::new("clicks", "total"),
+                Column::new("latency", "low"),
+                Column::new("latency", "high"),
+                Column::new("user", "uniq"),
+                Column::new("title", "cf"),
+            ])),
+    )
+    .await;
     let pages = ["home", "about", "home", "home", "about"];
     let clicks = [5i64, 1, 7, 100, 2];
     let latency = [30i32, 12, -4, 18, 50];
@@ -288,17 +291,18 @@ async fn add_to_cell_sums_and_keeps_min_and_max() {
 #[tokio::test]
 async fn deletes_of_rows_families_and_cells_from_a_marker() {
     let table = table_name("deletes");
-    let mut sink = sink(&table)
-        .table_options(raw(&["f", "g"]))
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::explicit([
-            Column::new("x", "f"),
-            Column::new("y", "g"),
-        ]))
-        .timestamp(CellTimestamp::Field("ts".into()))
-        .delete_marker("op")
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&table)
+            .table_options(raw(&["f", "g"]))
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::explicit([
+                Column::new("x", "f"),
+                Column::new("y", "g"),
+            ]))
+            .timestamp(CellTimestamp::Field("ts".into()))
+            .delete_marker("op"),
+    )
+    .await;
     let write =
         |ids: Vec<&str>, ops: Vec<Option<&str>>, ts: Vec<i64>, x: Vec<Option<&str>>, y: Vec<Option<&str>>| {
             batch(vec![
@@ -357,15 +361,16 @@ async fn deletes_of_rows_families_and_cells_from_a_marker() {
 #[tokio::test]
 async fn one_bad_entry_among_good_ones_is_reported_and_the_rest_written() {
     let table = table_name("partial");
-    let mut sink = sink(&table)
-        .table_options(raw(&["cf", "gone"]))
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::explicit([
-            Column::new("v", "cf"),
-            Column::new("w", "gone"),
-        ]))
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&table)
+            .table_options(raw(&["cf", "gone"]))
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::explicit([
+                Column::new("v", "cf"),
+                Column::new("w", "gone"),
+            ])),
+    )
+    .await;
     sink.write(batch(vec![
         ("id", Arc::new(StringArray::from(vec!["first"]))),
         ("v", Arc::new(StringArray::from(vec!["1"]))),
@@ -414,13 +419,14 @@ async fn one_bad_entry_among_good_ones_is_reported_and_the_rest_written() {
 async fn rows_go_to_the_table_their_fields_name() {
     let prefix = table_name("routed");
     let template = Destination::Template(TableTemplate::parse(&format!("{prefix}_{{region}}")).unwrap());
-    let mut sink = sink(&prefix)
-        .destination(template)
-        .table_options(raw(&["cf"]))
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::family("cf"))
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&prefix)
+            .destination(template)
+            .table_options(raw(&["cf"]))
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::family("cf")),
+    )
+    .await;
     sink.write(batch(vec![
         ("id", Arc::new(StringArray::from(vec!["1", "2", "3"]))),
         ("region", Arc::new(StringArray::from(vec!["eu", "us", "eu"]))),
@@ -442,12 +448,13 @@ async fn rows_go_to_the_table_their_fields_name() {
 async fn null_and_oversize_keys_are_rejected_and_nothing_is_half_written() {
     let table = table_name("badkeys");
     let huge = "k".repeat(5 << 20);
-    let mut sink = sink(&table)
-        .table_options(raw(&["cf"]))
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::family("cf"))
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&table)
+            .table_options(raw(&["cf"]))
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::family("cf")),
+    )
+    .await;
     sink.write(batch(vec![
         (
             "id",
@@ -498,15 +505,16 @@ async fn a_non_integer_into_an_aggregate_family_fails_before_writing() {
         .column_family(ColumnFamily::new("total").with_value_type(ValueType::Sum))
         .build()
         .unwrap();
-    let mut sink = sink(&table)
-        .table_options(options)
-        .row_key(RowKey::field("id"))
-        .columns(ColumnMapping::explicit([
-            Column::new("name", "cf"),
-            Column::new("score", "total"),
-        ]))
-        .build()
-        .unwrap();
+    let mut sink = open(
+        sink(&table)
+            .table_options(options)
+            .row_key(RowKey::field("id"))
+            .columns(ColumnMapping::explicit([
+                Column::new("name", "cf"),
+                Column::new("score", "total"),
+            ])),
+    )
+    .await;
     let err = sink
         .write(batch(vec![
             ("id", Arc::new(StringArray::from(vec!["a", "b"]))),
@@ -535,7 +543,7 @@ async fn a_non_integer_into_an_aggregate_family_fails_before_writing() {
 async fn bad_configuration_is_rejected_by_build_before_any_connection() {
     // An endpoint nothing listens on: build() must fail on its own, without connecting.
     let base = || {
-        outflow_bigtable::BigtableSink::builder()
+        outflow_bigtable::BigtableSinkOptions::builder()
             .project(PROJECT)
             .instance(INSTANCE)
             .endpoint("127.0.0.1:1")
@@ -543,7 +551,7 @@ async fn bad_configuration_is_rejected_by_build_before_any_connection() {
             .row_key(RowKey::field("id"))
             .columns(ColumnMapping::family("cf"))
     };
-    let field = |b: outflow_bigtable::BigtableSinkBuilder| {
+    let field = |b: outflow_bigtable::BigtableSinkOptionsBuilder| {
         let err = b.build().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
         err.context_value("field").unwrap().to_string()

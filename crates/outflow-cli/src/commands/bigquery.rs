@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 use outflow_bigquery::{ConnectionOptions, EnsureTable, TableSchema, TimePartitioning, ensure_table};
-use outflow_core::{CreateDisposition, Error, Result, SchemaEvolutionOption};
+use outflow_core::{CreateDisposition, Error, Result, SchemaEvolutionConfig, SchemaEvolutionOption};
 
 use crate::exit::ExitStatus;
 
@@ -121,12 +121,14 @@ async fn ensure(args: EnsureTableArgs) -> Result<outflow_bigquery::EnsureTableRe
         .create_disposition
         .parse::<CreateDisposition>()
         .map_err(|e| Error::invalid_config("--create-disposition", e.message()))?;
+    let mut evolution = SchemaEvolutionConfig::builder();
     for option in &args.allow {
         let parsed: SchemaEvolutionOption = option
             .parse()
             .map_err(|e: Error| Error::invalid_config("--allow", e.message()))?;
-        request.schema_update_options.insert(parsed);
+        evolution = evolution.allow(parsed);
     }
+    request.schema_evolution = evolution.build()?;
     if let Some(text) = &args.time_partitioning {
         request.time_partitioning = Some(time_partitioning(text)?);
     }

@@ -19,7 +19,7 @@ use crate::output::progress::Progress;
 use crate::output::summary::read_line;
 use crate::output::{Paint, Style, columns};
 use crate::run::{Pipeline, ReadStats, read_through};
-use crate::sinks::SinkSpec;
+use outflow_sinks::SinkSpec;
 
 /// Examples for `outflow check --help`.
 pub const AFTER_HELP: &str = "\
@@ -67,6 +67,7 @@ pub async fn execute(args: CheckArgs) -> ExitStatus {
 
 async fn check(file: &JobFile, args: &CheckArgs, reporter: &Reporter) -> Result<()> {
     let job: Job<SinkSpec> = file.parse()?;
+    job.sink.validate()?;
     let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
     let source = pipeline.source();
     let files: Vec<String> = source.files().iter().map(|f| f.display().to_string()).collect();

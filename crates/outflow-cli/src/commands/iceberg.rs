@@ -11,8 +11,8 @@ use outflow_core::{
     CreateDisposition, Error, IncompatibleSchemaHandling, Result, SchemaEvolutionConfig,
     SchemaEvolutionOption, UnverifiableFileHandling,
 };
-use outflow_iceberg::CatalogConfig;
 use outflow_iceberg::add_files::{AddFiles, AddFilesOptions, AddFilesResult, BatchWindow};
+use outflow_iceberg::{CatalogConfig, TableCreateOptions};
 use serde_json::json;
 
 use crate::exit::ExitStatus;
@@ -271,11 +271,12 @@ fn options(args: &AddFilesArgs) -> Result<AddFilesOptions> {
         .create_disposition(disposition)
         .schema_evolution(evolution(args)?)
         .max_concurrent_reads(args.concurrency);
+    let mut layout = TableCreateOptions::builder();
     for field in &args.partition_fields {
-        builder = builder.partition_field(field.clone());
+        layout = layout.partition_field(field.clone());
     }
     for field in &args.sort_fields {
-        builder = builder.sort_field(field.clone());
+        layout = layout.sort_field(field.clone());
     }
     for property in &args.table_properties {
         let (key, value) = property
@@ -284,8 +285,9 @@ fn options(args: &AddFilesArgs) -> Result<AddFilesOptions> {
             .ok_or_else(|| {
                 Error::invalid_config("--table-property", format!("{property:?} is not KEY=VALUE"))
             })?;
-        builder = builder.table_property(key.trim(), value);
+        layout = layout.property(key.trim(), value);
     }
+    builder = builder.table_options(layout.build()?);
     if let Some(prefix) = &args.location_prefix {
         builder = builder.location_prefix(prefix.clone());
     }
@@ -374,7 +376,7 @@ mod tests {
         assert_eq!(e.on_incompatible(), IncompatibleSchemaHandling::RouteToErrors);
         assert_eq!(e.on_unverifiable(), UnverifiableFileHandling::Accept);
         assert!(e.dry_run());
-        assert_eq!(o.partition_fields.len(), 2);
+        assert_eq!(o.table_options.partition_fields().len(), 2);
         assert_eq!(o.window, BatchWindow::Files(100));
         assert_eq!(o.location_prefix.as_deref(), Some("/data"));
         assert!(matches!(o.catalog, CatalogConfig::Sql { .. }));

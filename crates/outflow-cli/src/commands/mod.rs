@@ -13,9 +13,12 @@
 //!
 //! plus its arm in [`Command::execute`]. [`Reporter`] prints errors the same way for all.
 
+#[cfg(feature = "bigquery")]
 pub mod bigquery;
+#[cfg(feature = "bigtable")]
 pub mod bigtable;
 pub mod check;
+#[cfg(feature = "iceberg")]
 pub mod iceberg;
 pub mod plan;
 pub mod run;
@@ -67,14 +70,17 @@ pub enum Command {
     #[command(after_help = check::AFTER_HELP)]
     Check(check::CheckArgs),
     /// Iceberg tables: register existing Parquet files (`outflow iceberg add-files`).
+    #[cfg(feature = "iceberg")]
     #[command(subcommand)]
     Iceberg(iceberg::IcebergCommand),
     /// BigQuery tables: create or evolve one from a schema file (`outflow bigquery
     /// ensure-table`).
+    #[cfg(feature = "bigquery")]
     #[command(subcommand, name = "bigquery")]
     BigQuery(bigquery::BigQueryCommand),
     /// Bigtable tables: create one with its column families, or add the families it lacks
     /// (`outflow bigtable ensure-table`).
+    #[cfg(feature = "bigtable")]
     #[command(subcommand)]
     Bigtable(bigtable::BigtableCommand),
 }
@@ -86,8 +92,11 @@ impl Command {
             Command::Run(args) => run::execute(args).await,
             Command::Plan(args) => plan::execute(args).await,
             Command::Check(args) => check::execute(args).await,
+            #[cfg(feature = "iceberg")]
             Command::Iceberg(command) => command.execute().await,
+            #[cfg(feature = "bigquery")]
             Command::BigQuery(command) => command.execute().await,
+            #[cfg(feature = "bigtable")]
             Command::Bigtable(command) => command.execute().await,
         }
     }
@@ -167,9 +176,17 @@ pub fn fail_command(err: &Error, json: bool) -> ExitStatus {
     status
 }
 
-/// The error as printed: its message, its kind, and the chain of sources, redacted.
+/// The error as printed: its message, its kind, and the chain of sources, redacted; for a
+/// job that needs a feature this build lacks, the command that builds it.
 pub fn error_text(file: Option<&JobFile>, err: &Error) -> String {
-    let text = err.to_string();
+    let mut text = err.to_string();
+    if let Some(feature) = crate::features::missing_feature(err) {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        text.push_str(&format!(
+            "\nbuild and run an outflow with it: {}",
+            crate::features::build_command(&feature, &args)
+        ));
+    }
     match file {
         Some(file) => file.redact(&text),
         None => text,

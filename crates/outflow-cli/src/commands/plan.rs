@@ -13,7 +13,6 @@ use crate::output::plan::render_plan;
 use crate::output::progress::Progress;
 use crate::output::{Paint, Style, columns};
 use crate::run::{Pipeline, destinations};
-use crate::sinks::SinkContext;
 
 /// Examples for `outflow plan --help`.
 pub const AFTER_HELP: &str = "\
@@ -89,11 +88,7 @@ async fn plan_job(file: &JobFile, quiet: bool) -> Result<(Vec<crate::output::Col
     let job: Job = file.parse()?;
     let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
     let schema = pipeline.output_schema().clone();
-    let context = SinkContext {
-        base_dir: file.dir(),
-        schema: &schema,
-    };
-    let built = crate::sinks::build(&job.sink, &context).await?;
+    let built = job.sink.relative_to(file.dir()).open().await?;
     let progress = Progress::on_stderr(quiet);
     let names = destinations(pipeline, &built.destination, &progress).await?;
     let mut plans = Vec::with_capacity(names.len());

@@ -12,7 +12,6 @@ use crate::output::Style;
 use crate::output::progress::Progress;
 use crate::output::summary::{run_document, run_summary};
 use crate::run::{Pipeline, RunOptions, RunReport, run};
-use crate::sinks::SinkContext;
 
 /// Examples for `outflow run --help`.
 pub const AFTER_HELP: &str = "\
@@ -78,14 +77,13 @@ pub fn status_of(report: &RunReport) -> ExitStatus {
 async fn run_job(file: &JobFile, quiet: bool) -> Result<RunReport> {
     let job: Job = file.parse()?;
     if let Some(engine) = &job.engine {
+        #[cfg(feature = "engine")]
         return crate::engine::run(&job, engine, file, &Progress::on_stderr(quiet)).await;
+        #[cfg(not(feature = "engine"))]
+        return Err(crate::features::missing("engine", "engine").with_context("sql", engine.query()));
     }
     let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
-    let context = SinkContext {
-        base_dir: file.dir(),
-        schema: pipeline.output_schema(),
-    };
-    let mut built = crate::sinks::build(&job.sink, &context).await?;
+    let mut built = job.sink.relative_to(file.dir()).open().await?;
     let options = RunOptions {
         dead_letter: job.dead_letter.as_deref().map(|p| file.resolve(p)),
     };

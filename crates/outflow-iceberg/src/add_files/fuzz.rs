@@ -41,7 +41,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use super::footer::{self, FileFailure};
 use super::{metrics, partition};
-use crate::convert::to_iceberg_schema;
+use crate::schema::to_iceberg_schema;
 
 /// The last panic the hook saw (panics are findings, recorded rather than printed).
 static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);

@@ -70,15 +70,15 @@ pub use self::report::{
 
 use self::footer::FileFacts;
 use self::metrics::Resolved;
-use crate::catalog::IcebergCatalog;
+use crate::admin::create_with_name_mapping;
+use crate::client::IcebergCatalog;
+use crate::client::IcebergResultExt;
 use crate::commit::{
     CommitOutcome, DataCommit, SnapshotKind, commit_data, commit_id_for, commit_schema, name_mapping,
     updated_name_mapping,
 };
-use crate::convert::{from_iceberg_schema, parse_table_ident, table_name, to_iceberg_schema};
-use crate::error::IcebergResultExt;
 use crate::partition::partition_spec;
-use crate::sink::create_with_name_mapping;
+use crate::schema::{from_iceberg_schema, parse_table_ident, table_name, to_iceberg_schema};
 
 /// How many times a window's schema change is re-planned after losing a race.
 const SCHEMA_COMMIT_ATTEMPTS: usize = 5;
@@ -580,7 +580,7 @@ impl Run<'_> {
             partition_spec_id: table.metadata().default_partition_spec_id(),
             files: data_files,
         };
-        let outcome = commit_data(&add.catalog, &self.ident, &commit, &add.options.commit_retry).await?;
+        let outcome = commit_data(&add.catalog, &self.ident, &commit, &add.options.retry).await?;
         for f in &commit.files {
             self.registered.insert(comparable(f.file_path()).to_string());
         }
@@ -628,15 +628,9 @@ impl Run<'_> {
                     .schema
                     .clone()
                     .expect("a plan with compatible inputs has a schema");
-                let (table, created) = create_with_name_mapping(
-                    &add.catalog,
-                    &self.ident,
-                    &schema,
-                    &add.options.partition_fields,
-                    &add.options.sort_order,
-                    &add.options.table_properties,
-                )
-                .await?;
+                let (table, created) =
+                    create_with_name_mapping(&add.catalog, &self.ident, &schema, &add.options.table_options)
+                        .await?;
                 self.result.table_created |= created;
                 // Re-planned against the table as created (iceberg-rust renumbers ids; or
                 // another writer created it first).
@@ -750,7 +744,7 @@ impl Run<'_> {
     /// does not create it).
     fn simulate_creation(&self, schema: &Schema) -> Result<(IcebergSchema, PartitionSpec)> {
         let iceberg = to_iceberg_schema(schema, 0)?;
-        let spec = match partition_spec(&iceberg, &self.add.options.partition_fields)? {
+        let spec = match partition_spec(&iceberg, self.add.options.table_options.partition_fields())? {
             Some(unbound) => unbound
                 .bind(iceberg.clone())
                 .doing("binding the partition spec")?,

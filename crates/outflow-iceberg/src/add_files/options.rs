@@ -1,12 +1,9 @@
 //! AddFiles' options, as users write them in job files or build them in Rust.
 
-use std::collections::BTreeMap;
-
 use outflow_core::{CreateDisposition, Error, Result, RetryPolicy, SchemaEvolutionConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::CatalogConfig;
-use crate::partition::{PartitionField, SortField};
+use crate::options::{CatalogConfig, TableCreateOptions};
 
 /// Footers read at once unless set otherwise.
 pub const DEFAULT_MAX_CONCURRENT_READS: usize = 32;
@@ -68,7 +65,7 @@ impl TryFrom<WindowSpec> for BatchWindow {
 /// catalog: { type: sql, uri: ./lake/catalog.db, warehouse: ./lake/warehouse }
 /// table: analytics.events
 /// schema_evolution: { options: [allow_field_addition, allow_type_promotion] }
-/// partition_fields: ["day(ts)"]
+/// table_options: { partition_fields: ["day(ts)"] }
 /// location_prefix: /data/events
 /// window: 1000
 /// ```
@@ -85,15 +82,9 @@ pub struct AddFilesOptions {
     /// How the table's schema may change to fit the files.
     #[serde(default, skip_serializing_if = "is_default")]
     pub schema_evolution: SchemaEvolutionConfig,
-    /// Partition fields of a table AddFiles creates.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub partition_fields: Vec<PartitionField>,
-    /// Sort order of a table AddFiles creates (recorded only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sort_order: Vec<SortField>,
-    /// Properties of a table AddFiles creates.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub table_properties: BTreeMap<String, String>,
+    /// Partitioning, sort order and properties of a table AddFiles creates.
+    #[serde(default, skip_serializing_if = "TableCreateOptions::is_empty")]
+    pub table_options: TableCreateOptions,
     /// Where Hive-style partition directories start: a file at
     /// `<prefix>/region=eu/ts_day=2026-11-29/f.parquet` is in partition `region=eu`,
     /// `ts_day=2026-11-29`. Without it, partition values come from footer statistics only.
@@ -108,9 +99,9 @@ pub struct AddFilesOptions {
     /// Footers read at once.
     #[serde(default = "default_max_concurrent_reads")]
     pub max_concurrent_reads: usize,
-    /// How commits that lose races or hit transient errors are retried.
+    /// How catalog calls and commits that lose races or hit transient errors are retried.
     #[serde(default, skip_serializing_if = "is_default")]
-    pub commit_retry: RetryPolicy,
+    pub retry: RetryPolicy,
 }
 
 impl AddFilesOptions {
@@ -122,20 +113,8 @@ impl AddFilesOptions {
     /// Checks the options without I/O, naming the field at fault.
     pub fn validate(&self) -> Result<()> {
         self.catalog.validate()?;
-        crate::convert::parse_table_ident(&self.table)?;
-        if self.create_disposition == CreateDisposition::CreateNever {
-            let creation_only = [
-                ("partition_fields", !self.partition_fields.is_empty()),
-                ("sort_order", !self.sort_order.is_empty()),
-                ("table_properties", !self.table_properties.is_empty()),
-            ];
-            if let Some((field, _)) = creation_only.iter().find(|(_, set)| *set) {
-                return Err(Error::invalid_config(
-                    field,
-                    "only applies when AddFiles creates the table, and create_disposition is create_never",
-                ));
-            }
-        }
+        crate::schema::parse_table_ident(&self.table)?;
+        self.table_options.validate(self.create_disposition, "AddFiles")?;
         if let Some(prefix) = &self.location_prefix
             && prefix.trim().is_empty()
         {
@@ -153,7 +132,7 @@ impl AddFilesOptions {
                 "must be at least 1",
             ));
         }
-        self.commit_retry.validate()?;
+        self.retry.validate()?;
         Ok(())
     }
 }
@@ -165,14 +144,12 @@ pub struct AddFilesOptionsBuilder {
     table: Option<String>,
     create_disposition: CreateDisposition,
     schema_evolution: SchemaEvolutionConfig,
-    partition_fields: Vec<String>,
-    sort_order: Vec<String>,
-    table_properties: BTreeMap<String, String>,
+    table_options: TableCreateOptions,
     location_prefix: Option<String>,
     files_per_manifest: usize,
     window: BatchWindow,
     max_concurrent_reads: Option<usize>,
-    commit_retry: RetryPolicy,
+    retry: RetryPolicy,
 }
 
 impl AddFilesOptionsBuilder {
@@ -201,21 +178,9 @@ impl AddFilesOptionsBuilder {
         self
     }
 
-    /// Adds a partition field (`day(ts)`, `bucket(16, id)`, `region`...) for creation.
-    pub fn partition_field(mut self, field: impl Into<String>) -> Self {
-        self.partition_fields.push(field.into());
-        self
-    }
-
-    /// Adds a sort field (`id desc`) for creation.
-    pub fn sort_field(mut self, field: impl Into<String>) -> Self {
-        self.sort_order.push(field.into());
-        self
-    }
-
-    /// Adds a table property for creation.
-    pub fn table_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.table_properties.insert(key.into(), value.into());
+    /// Partitioning, sort order and properties of a table AddFiles creates.
+    pub fn table_options(mut self, options: TableCreateOptions) -> Self {
+        self.table_options = options;
         self
     }
 
@@ -243,9 +208,9 @@ impl AddFilesOptionsBuilder {
         self
     }
 
-    /// How commits are retried.
-    pub fn commit_retry(mut self, policy: RetryPolicy) -> Self {
-        self.commit_retry = policy;
+    /// How catalog calls and commits are retried.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -260,18 +225,12 @@ impl AddFilesOptionsBuilder {
                 .ok_or_else(|| Error::invalid_config("table", "is required"))?,
             create_disposition: self.create_disposition,
             schema_evolution: self.schema_evolution,
-            partition_fields: self
-                .partition_fields
-                .iter()
-                .map(|f| f.parse())
-                .collect::<Result<_>>()?,
-            sort_order: self.sort_order.iter().map(|f| f.parse()).collect::<Result<_>>()?,
-            table_properties: self.table_properties,
+            table_options: self.table_options,
             location_prefix: self.location_prefix,
             files_per_manifest: self.files_per_manifest,
             window: self.window,
             max_concurrent_reads: self.max_concurrent_reads.unwrap_or(DEFAULT_MAX_CONCURRENT_READS),
-            commit_retry: self.commit_retry,
+            retry: self.retry,
         };
         options.validate()?;
         Ok(options)
@@ -306,25 +265,30 @@ mod tests {
         let o = AddFilesOptions::builder()
             .catalog(catalog())
             .table("db.t")
-            .partition_field("day(ts)")
-            .sort_field("id desc")
-            .table_property("k", "v")
+            .table_options(
+                TableCreateOptions::builder()
+                    .partition_field("day(ts)")
+                    .sort_field("id desc")
+                    .property("k", "v")
+                    .build()
+                    .unwrap(),
+            )
             .location_prefix("/data/t")
             .files_per_manifest(100)
             .window(BatchWindow::Files(10))
             .max_concurrent_reads(4)
-            .commit_retry(RetryPolicy::none())
+            .retry(RetryPolicy::none())
             .build()
             .unwrap();
-        assert_eq!(o.partition_fields[0].to_string(), "day(ts)");
-        assert!(o.sort_order[0].descending);
-        assert_eq!(o.table_properties["k"], "v");
+        assert_eq!(o.table_options.partition_fields()[0].to_string(), "day(ts)");
+        assert!(o.table_options.sort_order()[0].descending);
+        assert_eq!(o.table_options.properties()["k"], "v");
         assert_eq!(o.location_prefix.as_deref(), Some("/data/t"));
         assert_eq!(
             (o.files_per_manifest, o.window, o.max_concurrent_reads),
             (100, BatchWindow::Files(10), 4)
         );
-        assert_eq!(o.commit_retry, RetryPolicy::none());
+        assert_eq!(o.retry, RetryPolicy::none());
     }
 
     #[test]
@@ -349,14 +313,15 @@ mod tests {
             field(base().location_prefix(" ")).as_deref(),
             Some("location_prefix")
         );
+        let bad_partition = TableCreateOptions::builder().partition_field("week(ts)").build();
         assert_eq!(
-            field(base().partition_field("week(ts)")).as_deref(),
+            bad_partition.unwrap_err().context_value("field"),
             Some("partition_fields")
         );
         let never = base()
             .create_disposition(CreateDisposition::CreateNever)
-            .table_property("k", "v");
-        assert_eq!(field(never).as_deref(), Some("table_properties"));
+            .table_options(TableCreateOptions::builder().property("k", "v").build().unwrap());
+        assert_eq!(field(never).as_deref(), Some("table_options"));
     }
 
     #[test]
@@ -365,7 +330,7 @@ mod tests {
 catalog: { type: sql, uri: ./lake/catalog.db, warehouse: ./lake/warehouse }
 table: analytics.events
 schema_evolution: { options: [allow_field_addition], on_incompatible: route_to_errors }
-partition_fields: ["day(ts)"]
+table_options: { partition_fields: ["day(ts)"] }
 location_prefix: /data/events
 window: 1000
 files_per_manifest: 500

@@ -1,4 +1,5 @@
-//! Catalogs: where tables are found, and how Outflow commits to them.
+//! The catalog client: where tables are found, how Outflow commits to them, and what
+//! iceberg-rust's errors mean for retrying.
 //!
 //! Three kinds, set by [`CatalogConfig`]:
 //! - `sql`: a SQL catalog in a SQLite file (the embedded default; created if absent), in
@@ -29,202 +30,10 @@ use iceberg::{
 use iceberg_catalog_rest::{CommitTableRequest, RestCatalogBuilder};
 use iceberg_catalog_sql::SqlCatalogBuilder;
 use outflow_core::{Error, ErrorKind, Result};
-use serde::{Deserialize, Serialize};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
-use crate::convert::table_name;
-use crate::error::IcebergResultExt;
-
-const DEFAULT_CATALOG_NAME: &str = "outflow";
-
-fn default_name() -> String {
-    DEFAULT_CATALOG_NAME.to_string()
-}
-
-/// Where an Iceberg catalog lives.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum CatalogConfig {
-    /// A SQL catalog in a SQLite file, created if absent.
-    Sql {
-        /// The SQLite database: a path, or a `sqlite://` URI (`sqlite:///abs/catalog.db`).
-        uri: String,
-        /// The warehouse directory new tables go under: a path or a `file://` URL.
-        warehouse: String,
-        /// The catalog's name; readers must use the same name to see its tables.
-        #[serde(default = "default_name")]
-        name: String,
-        /// Further catalog and FileIO properties.
-        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-        properties: BTreeMap<String, String>,
-    },
-    /// A throwaway catalog, removed when the process is done with it.
-    Memory {
-        /// The warehouse directory (inside the catalog's temporary directory when absent).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        warehouse: Option<String>,
-        /// The catalog's name.
-        #[serde(default = "default_name")]
-        name: String,
-    },
-    /// An Iceberg REST catalog.
-    Rest {
-        /// The server's base URI (`http://host:port`, without `/v1`).
-        uri: String,
-        /// The warehouse to ask the server for, if it serves several.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        warehouse: Option<String>,
-        /// The catalog's name.
-        #[serde(default = "default_name")]
-        name: String,
-        /// Further properties: `token` (a bearer token), `header.<Name>` (extra headers),
-        /// FileIO settings.
-        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-        properties: BTreeMap<String, String>,
-    },
-}
-
-impl CatalogConfig {
-    /// A SQL catalog in `dir`: `dir/catalog.db` and `dir/warehouse`.
-    pub fn sqlite_in(dir: impl AsRef<Path>) -> CatalogConfig {
-        let dir = dir.as_ref();
-        CatalogConfig::Sql {
-            uri: dir.join("catalog.db").display().to_string(),
-            warehouse: dir.join("warehouse").display().to_string(),
-            name: default_name(),
-            properties: BTreeMap::new(),
-        }
-    }
-
-    /// The catalog's name.
-    pub fn name(&self) -> &str {
-        match self {
-            CatalogConfig::Sql { name, .. }
-            | CatalogConfig::Memory { name, .. }
-            | CatalogConfig::Rest { name, .. } => name,
-        }
-    }
-
-    /// The same config with relative local paths (SQLite file, warehouse) taken relative to
-    /// `base` instead of the working directory; job files use this for their own directory.
-    pub fn relative_to(&self, base: &Path) -> CatalogConfig {
-        let resolve = |p: &str| -> String {
-            if p.contains("://") || p.starts_with("sqlite:") || Path::new(p).is_absolute() {
-                p.to_string()
-            } else {
-                base.join(p).display().to_string()
-            }
-        };
-        match self {
-            CatalogConfig::Sql {
-                uri,
-                warehouse,
-                name,
-                properties,
-            } => CatalogConfig::Sql {
-                uri: resolve(uri),
-                warehouse: resolve(warehouse),
-                name: name.clone(),
-                properties: properties.clone(),
-            },
-            CatalogConfig::Memory { warehouse, name } => CatalogConfig::Memory {
-                warehouse: warehouse.as_deref().map(resolve),
-                name: name.clone(),
-            },
-            rest @ CatalogConfig::Rest { .. } => rest.clone(),
-        }
-    }
-
-    /// Checks the values without connecting.
-    pub fn validate(&self) -> Result<()> {
-        if self.name().trim().is_empty() {
-            return Err(Error::invalid_config("catalog.name", "is blank"));
-        }
-        match self {
-            CatalogConfig::Sql { uri, warehouse, .. } => {
-                if uri.trim().is_empty() {
-                    return Err(Error::invalid_config("catalog.uri", "is blank"));
-                }
-                if warehouse.trim().is_empty() {
-                    return Err(Error::invalid_config("catalog.warehouse", "is blank"));
-                }
-            }
-            CatalogConfig::Rest { uri, .. } => {
-                url::Url::parse(uri).map_err(|e| {
-                    Error::invalid_config("catalog.uri", format!("{uri:?} is not a URL: {e}"))
-                })?;
-            }
-            CatalogConfig::Memory { .. } => {}
-        }
-        Ok(())
-    }
-}
-
-fn is_secret(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    [
-        "token",
-        "credential",
-        "secret",
-        "password",
-        "authorization",
-        "key",
-    ]
-    .iter()
-    .any(|s| key.contains(s))
-}
-
-/// Debug output never shows secret property values.
-impl fmt::Debug for CatalogConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let redacted = |props: &BTreeMap<String, String>| -> BTreeMap<String, String> {
-            props
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        if is_secret(k) {
-                            "<redacted>".into()
-                        } else {
-                            v.clone()
-                        },
-                    )
-                })
-                .collect()
-        };
-        match self {
-            CatalogConfig::Sql {
-                uri,
-                warehouse,
-                name,
-                properties,
-            } => f
-                .debug_struct("Sql")
-                .field("uri", uri)
-                .field("warehouse", warehouse)
-                .field("name", name)
-                .field("properties", &redacted(properties))
-                .finish(),
-            CatalogConfig::Memory { warehouse, name } => f
-                .debug_struct("Memory")
-                .field("warehouse", warehouse)
-                .field("name", name)
-                .finish(),
-            CatalogConfig::Rest {
-                uri,
-                warehouse,
-                name,
-                properties,
-            } => f
-                .debug_struct("Rest")
-                .field("uri", uri)
-                .field("warehouse", warehouse)
-                .field("name", name)
-                .field("properties", &redacted(properties))
-                .finish(),
-        }
-    }
-}
+use crate::options::CatalogConfig;
+use crate::schema::table_name;
 
 /// A `file://` URL for a path or URL, made absolute.
 fn file_url(location: &str) -> Result<String> {
@@ -689,6 +498,37 @@ async fn commit_rest(
             ErrorKind::InvalidInput,
             format!("committing to {name}: the catalog answered {status}: {text}"),
         )),
+    }
+}
+
+/// Wraps an iceberg-rust error: the kind says what callers can do about it, the original
+/// stays reachable through `source()`.
+pub(crate) fn from_iceberg(err: iceberg::Error, doing: impl std::fmt::Display) -> Error {
+    use iceberg::ErrorKind as K;
+    let kind = match err.kind() {
+        K::TableNotFound | K::NamespaceNotFound => ErrorKind::NotFound,
+        K::TableAlreadyExists | K::NamespaceAlreadyExists => ErrorKind::AlreadyExists,
+        K::CatalogCommitConflicts => ErrorKind::Conflict,
+        K::DataInvalid | K::PreconditionFailed => ErrorKind::InvalidInput,
+        K::FeatureUnsupported => ErrorKind::Unsupported,
+        _ if err.retryable() => ErrorKind::Transient,
+        _ => ErrorKind::Internal,
+    };
+    let retryable = err.retryable() || kind == ErrorKind::Conflict;
+    Error::new(kind, format!("{doing}: {}", err.message()))
+        .with_retryable(retryable)
+        .with_source(err)
+}
+
+/// Extension to convert iceberg results with a description of what was being done.
+pub(crate) trait IcebergResultExt<T> {
+    /// Converts the error, saying what was being done.
+    fn doing(self, what: impl std::fmt::Display) -> outflow_core::Result<T>;
+}
+
+impl<T> IcebergResultExt<T> for iceberg::Result<T> {
+    fn doing(self, what: impl std::fmt::Display) -> outflow_core::Result<T> {
+        self.map_err(|e| from_iceberg(e, what))
     }
 }
 

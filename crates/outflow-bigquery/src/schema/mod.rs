@@ -6,6 +6,8 @@
 //! (`INTEGER`, `FLOAT`, `BOOLEAN`, `RECORD`) spellings, in any case, and written in standard
 //! SQL, except `RECORD`, the name the API itself uses.
 
+pub mod types;
+
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;

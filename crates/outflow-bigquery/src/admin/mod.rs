@@ -15,6 +15,11 @@
 //! multi-statement transaction (DELETE then INSERT ... SELECT) is atomic too but is billed
 //! as a query over the staged rows.
 
+pub mod ensure;
+mod preparer;
+
+pub use preparer::BigQueryPreparer;
+
 use std::time::{Duration, Instant};
 
 use google_cloud_bigquery_v2::model as bq;
@@ -25,8 +30,8 @@ use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
 use crate::client::{Clients, is_not_found, service_error};
 use crate::options::TimePartitioning;
 use crate::schema::TableSchema;
+use crate::schema::types::{evolve_api_fields, planning_input, to_core, unapplied_changes};
 use crate::table_ref::TableRef;
-use crate::types::{evolve_api_fields, planning_input, to_core, unapplied_changes};
 
 /// How long a staging table lives if the writer never deletes it.
 const STAGING_LIFETIME: Duration = Duration::from_secs(24 * 3600);

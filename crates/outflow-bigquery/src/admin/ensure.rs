@@ -15,29 +15,28 @@
 //! # async fn run() -> outflow_core::Result<()> {
 //! use outflow_bigquery::{EnsureTable, TableSchema, ensure_table};
 //! let mut request = EnsureTable::new("my-project.analytics.events", TableSchema::from_file("events.json")?);
-//! request.schema_update_options.insert(outflow_core::SchemaEvolutionOption::AllowFieldAddition);
+//! request.schema_evolution = outflow_core::SchemaEvolutionConfig::builder()
+//!     .allow(outflow_core::SchemaEvolutionOption::AllowFieldAddition)
+//!     .build()?;
 //! let report = ensure_table(&request).await?;
 //! println!("{report}");
 //! # Ok(()) }
 //! ```
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
 use outflow_core::evolution::SchemaEvolutionConfig;
 use outflow_core::schema::InputSchema;
-use outflow_core::{
-    CreateDisposition, DestinationPlan, Error, PlannedAction, Result, RetryPolicy, SchemaEvolutionOption,
-};
+use outflow_core::{CreateDisposition, DestinationPlan, Error, PlannedAction, Result, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::admin::{Admin, TableInfo, plan_evolution};
 use crate::client::{Clients, ResolvedConnection, process_env};
 use crate::options::{ConnectionOptions, TimePartitioning, default_request_timeout};
 use crate::schema::TableSchema;
+use crate::schema::types::to_core;
 use crate::table_ref::TableRef;
-use crate::types::to_core;
 
 /// What `ensure-table` is asked to do.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -54,9 +53,10 @@ pub struct EnsureTable {
     pub dataset: Option<String>,
     /// The schema the table should have.
     pub schema: TableSchema,
-    /// The changes allowed on an existing table: field addition and relaxation.
+    /// The changes allowed on an existing table (field addition and relaxation), and
+    /// pinned columns.
     #[serde(default)]
-    pub schema_update_options: BTreeSet<SchemaEvolutionOption>,
+    pub schema_evolution: SchemaEvolutionConfig,
     /// `create_never` fails on a missing table instead of creating it.
     #[serde(default)]
     pub create_disposition: CreateDisposition,
@@ -88,7 +88,7 @@ impl EnsureTable {
             project: None,
             dataset: None,
             schema,
-            schema_update_options: BTreeSet::new(),
+            schema_evolution: SchemaEvolutionConfig::default(),
             create_disposition: CreateDisposition::CreateIfNeeded,
             time_partitioning: None,
             clustering: Vec::new(),
@@ -104,7 +104,7 @@ impl EnsureTable {
         let mut builder = crate::BigQuerySinkOptions::builder()
             .table(&self.table)
             .schema(self.schema.clone())
-            .schema_update_options(self.schema_update_options.iter().copied())
+            .schema_evolution(self.schema_evolution.clone())
             .create_disposition(self.create_disposition)
             .clustering(self.clustering.clone())
             .connection(self.connection.clone())
@@ -229,11 +229,9 @@ async fn evolve_existing(
     existing: TableInfo,
 ) -> Result<EnsureTableReport> {
     let name = existing.table.to_string();
-    let config = SchemaEvolutionConfig::builder()
-        .allow_all(request.schema_update_options.iter().copied())
-        .build()?;
+    let config = &request.schema_evolution;
     let input = InputSchema::new(to_core(&request.schema));
-    let evolution = plan_evolution(Some(&existing.core), &input, &config)?;
+    let evolution = plan_evolution(Some(&existing.core), &input, config)?;
     let mut details = Vec::new();
     if let Some(p) = &request.time_partitioning {
         let current = existing.time_partitioning.as_ref().map(|t| match &t.field {
@@ -261,15 +259,7 @@ async fn evolve_existing(
         plan
     };
     if !evolution.all_compatible() {
-        let reasons: Vec<String> = evolution
-            .rejection_reasons()
-            .iter()
-            .map(|(_, r)| r.to_string())
-            .collect();
-        let e = Error::new(
-            outflow_core::ErrorKind::SchemaIncompatible,
-            format!("the schema file does not fit {name}: {}", reasons.join("; ")),
-        );
+        let e = evolution.rejection_error(&format!("the schema file does not fit {name}"));
         return Ok(EnsureTableReport {
             plan: with_details(DestinationPlan::failed(&name, &e).with_evolution(evolution)),
             applied: false,
@@ -314,7 +304,7 @@ mod tests {
             r.validate().unwrap_err().context_value("field"),
             Some("clustering")
         );
-        let yaml = "table: p.d.t\nschema: [{name: id, type: INT64}]\nschema_update_options: [allow_field_addition]\ndry_run: true\n";
+        let yaml = "table: p.d.t\nschema: [{name: id, type: INT64}]\nschema_evolution: {options: [allow_field_addition]}\ndry_run: true\n";
         let parsed: EnsureTable = serde_yaml_ng::from_str(yaml).unwrap();
         assert!(parsed.dry_run);
         assert_eq!(parsed.request_timeout, default_request_timeout());

@@ -1,0 +1,195 @@
+//! [`BigQueryPreparer`]: what preparing a destination would do (`outflow plan`), or doing it
+//! ahead of the first row, sharing what it prepared with the sink it came from.
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use outflow_core::evolution::Verdict;
+use outflow_core::schema::{InputSchema, Schema};
+use outflow_core::{
+    CreateDisposition, DestinationPlan, Error, ErrorKind, IncompatibleSchemaHandling, PlannedAction,
+    PrepareDestination, Result, WriteDisposition,
+};
+use std::sync::Arc;
+
+use crate::admin::{TableInfo, plan_evolution};
+use crate::request::{align_names, shape_input};
+use crate::schema::types::to_core;
+use crate::sink::Shared;
+use crate::table_ref::TableRef;
+
+/// Prepares BigQuery tables for data: creates them, checks dispositions and makes the
+/// schema updates the options allow, or says what it would do.
+#[derive(Clone)]
+pub struct BigQueryPreparer {
+    shared: Arc<Shared>,
+}
+
+impl BigQueryPreparer {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        BigQueryPreparer { shared }
+    }
+}
+
+impl std::fmt::Debug for BigQueryPreparer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BigQueryPreparer").finish_non_exhaustive()
+    }
+}
+
+/// An input schema from an Arrow schema alone: null counts are unknown, so a column the
+/// input declares nullable may hold nulls.
+fn declared_input(schema: &SchemaRef, table: Option<&TableInfo>, drop_unknown: bool) -> Result<InputSchema> {
+    let empty = RecordBatch::new_empty(schema.clone());
+    let mut batch = shape_input(&empty)?;
+    if let Some(t) = table {
+        batch = align_names(&batch, &t.schema, drop_unknown)?;
+    }
+    let schema = Schema::from_arrow(batch.schema().as_ref())?;
+    Ok(InputSchema::new(schema))
+}
+
+impl BigQueryPreparer {
+    fn details(&self, t: &TableRef) -> Vec<String> {
+        let o = &self.shared.options;
+        let mut out = Vec::new();
+        match o.write_disposition {
+            WriteDisposition::Truncate => out.push(format!(
+                "write_disposition truncate: rows are staged in a copy of {t} and swapped in at each flush \
+                 by one copy job (WRITE_TRUNCATE)"
+            )),
+            WriteDisposition::Empty => out.push(format!("write_disposition empty: {t} must hold no rows")),
+            WriteDisposition::Append => {}
+        }
+        out
+    }
+
+    fn creation_details(&self) -> Vec<String> {
+        let o = &self.shared.options;
+        let mut out = Vec::new();
+        if let Some(schema) = &o.schema {
+            out.push(format!(
+                "create with {} columns from the configured schema",
+                schema.fields.len()
+            ));
+        }
+        if let Some(p) = &o.time_partitioning {
+            out.push(format!("time partitioning {p}"));
+        }
+        if !o.clustering.is_empty() {
+            out.push(format!("clustering by {}", o.clustering.join(", ")));
+        }
+        out
+    }
+
+    async fn plan_or_prepare(
+        &self,
+        destination: &str,
+        schema: &SchemaRef,
+        apply: bool,
+    ) -> Result<DestinationPlan> {
+        let shared = &self.shared;
+        let o = &shared.options;
+        let t = match shared.resolve(destination) {
+            Ok(t) => t,
+            Err(e) => return Ok(DestinationPlan::failed(destination, &e)),
+        };
+        let name = t.to_string();
+        let drop_unknown = o.ignore_unknown_values && !shared.adds_fields();
+        let (table, created) = if apply {
+            let p = shared.prepare(&t).await?;
+            (Some(p.table), p.created)
+        } else {
+            (shared.admin.get(&t).await?, false)
+        };
+        let mut plan = match &table {
+            None if o.create_disposition == CreateDisposition::CreateNever => {
+                let e = Error::not_found("table", &t);
+                return Ok(
+                    DestinationPlan::failed(&name, &e).with_detail("create_disposition is create_never")
+                );
+            }
+            None => {
+                let mut plan = DestinationPlan::new(&name, PlannedAction::Create);
+                for d in self.creation_details() {
+                    plan = plan.with_detail(d);
+                }
+                let core = to_core(o.schema.as_ref().expect("checked by build()"));
+                let input = declared_input(schema, None, drop_unknown)?;
+                plan.with_evolution(plan_evolution(Some(&core), &input, &shared.evolution)?)
+            }
+            Some(info) => {
+                if !apply
+                    && o.write_disposition == WriteDisposition::Empty
+                    && !shared.admin.is_empty(&t).await?
+                {
+                    let e = Error::new(
+                        ErrorKind::Conflict,
+                        format!("table {t} holds rows, and write_disposition is empty"),
+                    );
+                    return Ok(DestinationPlan::failed(&name, &e));
+                }
+                let input = declared_input(schema, Some(info), drop_unknown)?;
+                let evolution = plan_evolution(Some(&info.core), &input, &shared.evolution)?;
+                let compatible = evolution
+                    .verdicts
+                    .iter()
+                    .all(|v| v.verdict != Verdict::Incompatible);
+                let routed = shared
+                    .evolution
+                    .on_incompatible_or(IncompatibleSchemaHandling::RouteToErrors)
+                    == IncompatibleSchemaHandling::RouteToErrors;
+                if !compatible && !routed {
+                    let e = evolution
+                        .rejection_error(&format!("rows for {name} do not fit the table"))
+                        .with_context("table", name.clone());
+                    if apply {
+                        return Err(e);
+                    }
+                    return Ok(DestinationPlan::failed(&name, &e).with_evolution(evolution));
+                }
+                let action = if created {
+                    PlannedAction::Create
+                } else if compatible && evolution.changes_schema() {
+                    PlannedAction::Update
+                } else {
+                    PlannedAction::Unchanged
+                };
+                if apply && compatible && evolution.all_compatible() && evolution.changes_schema() {
+                    let mut prepared = shared.prepared.lock().await;
+                    if let Some(p) = prepared.get_mut(&t) {
+                        p.table = shared.admin.evolve(&p.table, &evolution).await?;
+                        if let Some(staging) = &p.staging {
+                            p.staging = Some(shared.admin.evolve(staging, &evolution).await?);
+                        }
+                    }
+                }
+                let mut plan = DestinationPlan::new(&name, action);
+                if created {
+                    for d in self.creation_details() {
+                        plan = plan.with_detail(d);
+                    }
+                }
+                if !compatible {
+                    plan = plan.with_detail("rows that do not fit the table come back as failed records");
+                }
+                plan.with_evolution(evolution)
+            }
+        };
+        for d in self.details(&t) {
+            plan = plan.with_detail(d);
+        }
+        Ok(plan)
+    }
+}
+
+#[async_trait]
+impl PrepareDestination for BigQueryPreparer {
+    async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        self.plan_or_prepare(destination, schema, false).await
+    }
+
+    async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        self.plan_or_prepare(destination, schema, true).await
+    }
+}

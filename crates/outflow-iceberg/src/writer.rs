@@ -1,0 +1,206 @@
+//! A table's open data files: Parquet through iceberg-rust's rolling and fan-out writers,
+//! spread over writer tasks so that encoding, the costly part of a write, uses every core.
+
+use arrow_array::RecordBatch;
+use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::spec::{DataFile, DataFileFormat};
+use iceberg::table::Table;
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::partitioning::PartitioningWriter;
+use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use outflow_core::{Error, Result};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::client::IcebergResultExt;
+use crate::options::IcebergSinkOptions;
+
+/// The name generator of one sink's data files for one table: its counter keeps names
+/// unique, the writer id keeps them apart from other sinks'.
+pub(crate) fn file_names(writer_id: &str) -> DefaultFileNameGenerator {
+    DefaultFileNameGenerator::new(format!("outflow-{writer_id}"), None, DataFileFormat::Parquet)
+}
+
+type ParquetRolling =
+    RollingFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+type DataWriterBuilder =
+    DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+
+/// Open data files of one table.
+enum FileWriter {
+    Plain(Box<dyn IcebergWriter>),
+    Partitioned(Box<PartitionedFiles>),
+}
+
+/// One open data file per partition value.
+struct PartitionedFiles {
+    splitter: RecordBatchPartitionSplitter,
+    fanout: FanoutWriter<DataWriterBuilder>,
+}
+
+impl FileWriter {
+    async fn write(&mut self, batch: RecordBatch, name: &str) -> Result<()> {
+        match self {
+            FileWriter::Plain(writer) => writer.write(batch).await.doing(format!("writing to {name}")),
+            FileWriter::Partitioned(files) => {
+                let parts = files
+                    .splitter
+                    .split(&batch)
+                    .doing(format!("partitioning rows for {name}"))?;
+                for (key, part) in parts {
+                    files
+                        .fanout
+                        .write(key, part)
+                        .await
+                        .doing(format!("writing to {name}"))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn close(self, name: &str) -> Result<Vec<DataFile>> {
+        match self {
+            FileWriter::Plain(mut writer) => writer
+                .close()
+                .await
+                .doing(format!("closing data files of {name}")),
+            FileWriter::Partitioned(files) => files
+                .fanout
+                .close()
+                .await
+                .doing(format!("closing data files of {name}")),
+        }
+    }
+}
+
+/// A table's open data files, spread over writers that each run in their own task: Parquet
+/// encoding is the costly part of a write, and this way it overlaps with the caller's work
+/// and uses every core. Batches go to the writers in turn; each has its own files.
+pub(crate) struct ParallelWriters {
+    lanes: Vec<Lane>,
+    next: usize,
+}
+
+struct Lane {
+    batches: Option<tokio::sync::mpsc::Sender<RecordBatch>>,
+    done: Option<tokio::task::JoinHandle<Result<Vec<DataFile>>>>,
+}
+
+/// The outcome of a writer task, as Outflow's error.
+fn joined(
+    outcome: std::result::Result<Result<Vec<DataFile>>, tokio::task::JoinError>,
+) -> Result<Vec<DataFile>> {
+    outcome.unwrap_or_else(|e| Err(Error::internal(format!("a data file writer failed: {e}"))))
+}
+
+impl ParallelWriters {
+    pub(crate) async fn open(
+        table: &Table,
+        options: &IcebergSinkOptions,
+        names: &DefaultFileNameGenerator,
+        name: &str,
+    ) -> Result<ParallelWriters> {
+        let mut lanes = Vec::new();
+        for _ in 0..options.parallel_writers() {
+            let mut files = open_files(table, options, names).await?;
+            // One batch waiting per writer bounds the memory in flight.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(1);
+            let name = name.to_string();
+            let done = tokio::spawn(async move {
+                while let Some(batch) = rx.recv().await {
+                    files.write(batch, &name).await?;
+                }
+                files.close(&name).await
+            });
+            lanes.push(Lane {
+                batches: Some(tx),
+                done: Some(done),
+            });
+        }
+        Ok(ParallelWriters { lanes, next: 0 })
+    }
+
+    pub(crate) async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        let count = self.lanes.len();
+        let lane = &mut self.lanes[self.next];
+        self.next = (self.next + 1) % count;
+        let (Some(sender), Some(done)) = (lane.batches.as_ref(), lane.done.as_mut()) else {
+            return Err(Error::internal("a data file writer of this table failed earlier"));
+        };
+        if sender.send(batch).await.is_ok() {
+            return Ok(());
+        }
+        // The writer stopped: its task holds the reason.
+        let outcome = joined(done.await);
+        lane.batches = None;
+        lane.done = None;
+        match outcome {
+            Err(e) => Err(e),
+            Ok(_) => Err(Error::internal("a data file writer stopped early")),
+        }
+    }
+
+    pub(crate) async fn close(self) -> Result<Vec<DataFile>> {
+        let mut files = Vec::new();
+        let mut first_error = None;
+        for mut lane in self.lanes {
+            lane.batches = None;
+            // A lane that already failed lost rows: nothing of this table may be committed.
+            let Some(done) = lane.done else {
+                first_error.get_or_insert(Error::internal("a data file writer of this table failed earlier"));
+                continue;
+            };
+            match joined(done.await) {
+                Ok(written) => files.extend(written),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(files),
+        }
+    }
+}
+
+/// Opens data files for `table`: one rolling writer, or one per partition value.
+async fn open_files(
+    table: &Table,
+    options: &IcebergSinkOptions,
+    names: &DefaultFileNameGenerator,
+) -> Result<FileWriter> {
+    let metadata = table.metadata();
+    let level = ZstdLevel::try_new(options.compression_level())
+        .map_err(|e| Error::invalid_config("compression_level", e.to_string()))?;
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .build();
+    let rolling: ParquetRolling = RollingFileWriterBuilder::new(
+        ParquetWriterBuilder::new(properties, metadata.current_schema().clone()),
+        options.target_file_size_bytes() as usize,
+        table.file_io().clone(),
+        DefaultLocationGenerator::new(metadata).doing("locating data files")?,
+        names.clone(),
+    );
+    let builder = DataFileWriterBuilder::new(rolling);
+    let spec = metadata.default_partition_spec();
+    if spec.is_unpartitioned() {
+        let writer = builder.build(None).await.doing("opening a data file")?;
+        return Ok(FileWriter::Plain(Box::new(writer)));
+    }
+    let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
+        metadata.current_schema().clone(),
+        spec.clone(),
+    )
+    .doing("partitioning rows")?;
+    Ok(FileWriter::Partitioned(Box::new(PartitionedFiles {
+        splitter,
+        fanout: FanoutWriter::new(builder),
+    })))
+}

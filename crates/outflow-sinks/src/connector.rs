@@ -1,0 +1,43 @@
+//! What a sink gives the registry: one implementation per sink, on its options type.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use outflow_core::{Destination, DynCommitter, DynTwoPhaseSink, Result};
+
+use crate::{OpenedSink, SinkSpec};
+
+/// A sink's options, as the registry drives them.
+#[async_trait]
+pub(crate) trait Connector: Clone + Send + Sync {
+    /// The key under `sink:`.
+    const NAME: &'static str;
+
+    /// The options inside a [`SinkSpec`].
+    fn into_spec(self) -> SinkSpec;
+
+    /// Checks the options without I/O.
+    fn validate(&self) -> Result<()>;
+
+    /// The options with relative paths resolved against `base` (absolute).
+    fn relative_to(&self, _base: &Path) -> Self {
+        self.clone()
+    }
+
+    /// Where rows go, when set.
+    fn destination(&self) -> Option<&Destination>;
+
+    /// The writer, the preparer and the destination.
+    async fn open(&self) -> Result<OpenedSink>;
+
+    /// A writer of a two-phase write.
+    async fn open_two_phase(&self) -> Result<Box<dyn DynTwoPhaseSink>>;
+
+    /// The committer of a two-phase write.
+    async fn committer(&self) -> Result<Box<dyn DynCommitter>>;
+}
+
+/// The sink name of an options type.
+pub(crate) fn name_of<C: Connector>(_options: &C) -> &'static str {
+    C::NAME
+}

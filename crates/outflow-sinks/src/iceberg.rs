@@ -1,0 +1,49 @@
+//! Apache Iceberg in the registry.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use outflow_core::{Destination, DynCommitter, DynTwoPhaseSink, Result};
+use outflow_iceberg::{IcebergCommitter, IcebergSink, IcebergSinkOptions};
+
+use crate::connector::Connector;
+use crate::{OpenedSink, SinkSpec};
+
+#[async_trait]
+impl Connector for IcebergSinkOptions {
+    const NAME: &'static str = "iceberg";
+
+    fn into_spec(self) -> SinkSpec {
+        SinkSpec::Iceberg(Box::new(self))
+    }
+
+    fn validate(&self) -> Result<()> {
+        IcebergSinkOptions::validate(self)
+    }
+
+    fn relative_to(&self, base: &Path) -> Self {
+        IcebergSinkOptions::relative_to(self, base)
+    }
+
+    fn destination(&self) -> Option<&Destination> {
+        Some(IcebergSinkOptions::destination(self))
+    }
+
+    async fn open(&self) -> Result<OpenedSink> {
+        let sink = IcebergSink::connect(self.clone()).await?;
+        Ok(OpenedSink {
+            destination: IcebergSinkOptions::destination(self).clone(),
+            preparer: Arc::new(sink.preparer()),
+            sink: Box::new(sink),
+        })
+    }
+
+    async fn open_two_phase(&self) -> Result<Box<dyn DynTwoPhaseSink>> {
+        Ok(Box::new(IcebergSink::connect(self.clone()).await?))
+    }
+
+    async fn committer(&self) -> Result<Box<dyn DynCommitter>> {
+        Ok(Box::new(IcebergCommitter::connect(self).await?))
+    }
+}
