@@ -9,7 +9,11 @@
 # tests read (endpoints) to `.cache/run/NAME.env`. OUTFLOW_REQUIRE_SERVERS=1 tells the
 # integration tests that the servers are up, so one that cannot reach its server fails.
 #
-# Environment: OUTFLOW_SKIP_LINT=1 skips fmt and clippy; extra arguments go to `cargo test`.
+# Every Cargo feature is on (each sink, the DataFusion engine, the Ballista client), so every
+# test builds and runs.
+#
+# Environment: OUTFLOW_SKIP_LINT=1 skips fmt and clippy; extra arguments go to `cargo test`,
+# so `scripts/test.sh NAME` runs the tests whose name contains NAME against the real servers.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,11 +36,11 @@ if [ "${OUTFLOW_SKIP_LINT:-0}" != 1 ]; then
     log "cargo fmt --check"
     cargo fmt --all --check
     log "cargo clippy"
-    cargo clippy --workspace --all-targets --quiet -- -D warnings
+    cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 fi
 
 log "building tests"
-cargo test --workspace --all-targets --no-run --quiet
+cargo test --workspace --all-targets --all-features --no-run --quiet
 
 for setup in scripts/setup/*.sh; do
     [ -e "$setup" ] || continue
@@ -61,6 +65,10 @@ done
 export OUTFLOW_REQUIRE_SERVERS=1
 
 log "cargo test --workspace"
-cargo test --workspace --all-targets --no-fail-fast "$@"
-cargo test --workspace --doc --quiet
+cargo test --workspace --all-targets --all-features --no-fail-fast "$@"
+cargo test --workspace --all-features --doc --quiet "$@"
+if [ $# -eq 0 ]; then
+    log "an outflow with the Iceberg sink only"
+    cargo test -p outflow-cli --no-default-features --features iceberg --test features
+fi
 log "all tests passed"

@@ -26,14 +26,14 @@ cargo bench -p outflow-ballista --bench engine --no-run --quiet 2>/dev/null
 bench=$(ls -t target/release/deps/engine-* | grep -v '\.d$' | head -n 1)
 
 echo "generating $ROWS rows in $FILES Parquet files" >&2
-"$bench" generate "$WORK/source" "$ROWS" "$FILES"
+"$bench" generate "$WORK/source" "$ROWS" "$FILES" --bench
 du -sh "$WORK/source" >&2
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Runs the bench binary; prints its JSON with the peak RSS (MiB) of the process added.
 measure() {
-    /usr/bin/time -f '%M' -o "$WORK/rss" "$bench" "$@" > "$WORK/out.json"
+    /usr/bin/time -f '%M' -o "$WORK/rss" "$bench" "$@" --bench > "$WORK/out.json"
     python3 - "$WORK/out.json" "$WORK/rss" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))
@@ -70,7 +70,7 @@ for _ in $(seq 1 200); do
     [ "$(cat "$WORK"/executor-*.log 2>/dev/null | grep -c 'Starting poll work loop')" = 2 ] && break
     sleep 0.1
 done
-"$bench" ballista "$WORK/source" "$WORK/lake" "$PARTITIONS" "df://127.0.0.1:$sport" > "$WORK/out.json"
+"$bench" ballista "$WORK/source" "$WORK/lake" "$PARTITIONS" "df://127.0.0.1:$sport" --bench > "$WORK/out.json"
 # The PIDs are /usr/bin/time's, which ignores SIGINT: signal the servers under them.
 for pid in "${pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; done
 wait 2>/dev/null || true

@@ -94,7 +94,7 @@ def main():
             if peer == "pyiceberg":
                 results.append(measure([python, "-c", PYICEBERG_PEER, source, out]))
             else:
-                results.append(measure([bench_bin, peer, source, out]))
+                results.append(measure([bench_bin, peer, source, out, "--bench"]))
         finally:
             shutil.rmtree(out, ignore_errors=True)
     by = {r["peer"]: r for r in results}
