@@ -96,6 +96,7 @@ impl<'a> EvolutionPlanner<'a> {
         }
     }
 
+    /// Plans the window against `table`, which is the one to create when `creating`.
     fn plan_against(
         &self,
         table: &Schema,
@@ -103,269 +104,133 @@ impl<'a> EvolutionPlanner<'a> {
         inputs: &[InputSchema],
         order: &[usize],
     ) -> EvolutionPlan {
-        let config = self.config;
+        let analyses = self.compare_inputs(table, inputs, order);
+        let admission = self.admit_inputs(order, &analyses, creating);
+        let needs = ColumnNeeds::gather(&analyses, &admission.alive);
+        let schema = self.evolve_schema(table, creating, &needs, &admission.unions);
+        let changes = list_changes(creating, &schema, &needs, &analyses, &admission);
+        let verdicts = verdicts(creating, &analyses, &admission);
+        EvolutionPlan {
+            current: if creating { None } else { Some(table.clone()) },
+            schema: if creating && admission.alive.is_empty() {
+                None
+            } else {
+                Some(schema)
+            },
+            creates_table: creating,
+            changes,
+            verdicts,
+        }
+    }
+
+    /// Pass 1: what each input needs of the table's existing columns, and what it adds.
+    fn compare_inputs(
+        &self,
+        table: &Schema,
+        inputs: &[InputSchema],
+        order: &[usize],
+    ) -> BTreeMap<usize, Analysis> {
         let mapping: &[MappedField] = self.name_mapping.map(|m| m.fields.as_slice()).unwrap_or(&[]);
+        order
+            .iter()
+            .map(|&i| (i, self.compare_input(table, mapping, &inputs[i])))
+            .collect()
+    }
 
-        // Pass 1: each input against the table's existing columns.
-        let mut analyses: BTreeMap<usize, Analysis> = BTreeMap::new();
-        for &i in order {
-            let input = &inputs[i];
-            let use_ids = ids_agree(&table.fields, &input.schema.fields);
-            let mut cx = Compare {
-                config,
-                input,
-                out: Analysis::default(),
-                use_ids,
-            };
-            cx.level(&table.fields, mapping, &input.schema.fields, "", "", false);
-            // Pinned columns the table does not have yet must be in every input, null-free.
-            for path in config.required_columns() {
-                if table.field_at(path).is_none() {
-                    cx.new_pinned(path);
-                }
-            }
-            analyses.insert(i, cx.out);
-        }
-        if !config.allows(SchemaEvolutionOption::AllowFieldAddition) {
-            for a in analyses.values_mut() {
-                for add in &a.additions {
-                    a.incompatible.push(Reason {
-                        path: add.path.clone(),
-                        message: "the table has no such column and field addition is not allowed".into(),
-                    });
-                    a.refused.push((
-                        ChangeKind::Addition,
-                        add.path.clone(),
-                        None,
-                        Some(add.field.data_type.to_string()),
-                    ));
-                }
-            }
-        }
-        let survives = |a: &Analysis| {
-            a.incompatible.is_empty()
-                && (a.unverifiable.is_empty() || config.on_unverifiable() == UnverifiableFileHandling::Accept)
+    /// One input against the table, matched by field ids when they agree with the table's.
+    fn compare_input(&self, table: &Schema, mapping: &[MappedField], input: &InputSchema) -> Analysis {
+        let mut cx = Compare {
+            config: self.config,
+            input,
+            out: Analysis::default(),
+            use_ids: ids_agree(&table.fields, &input.schema.fields),
         };
+        cx.level(&table.fields, mapping, &input.schema.fields, "", "", false);
+        // Pinned columns the table does not have yet must be in every input, null-free.
+        for path in self.config.required_columns() {
+            if table.field_at(path).is_none() {
+                cx.new_pinned(path);
+            }
+        }
+        if !self.config.allows(SchemaEvolutionOption::AllowFieldAddition) {
+            cx.refuse_additions();
+        }
+        cx.out
+    }
 
-        // Pass 2: union the survivors' additions until no survivor loses.
-        let mut alive: BTreeSet<usize> = order.iter().copied().filter(|i| survives(&analyses[i])).collect();
-        let mut union_losses: BTreeMap<usize, Vec<Loss>> = BTreeMap::new();
-        let unions = loop {
-            let unions = self.union_additions(order, &analyses, &alive, creating);
+    /// Pass 2: admits the pass-1 survivors whose additions union without anyone losing.
+    fn admit_inputs(
+        &self,
+        order: &[usize],
+        analyses: &BTreeMap<usize, Analysis>,
+        creating: bool,
+    ) -> Admission {
+        let survivors = order
+            .iter()
+            .copied()
+            .filter(|i| analyses[i].survives(self.config))
+            .collect();
+        let mut admission = self.reject_union_losers(order, analyses, survivors, creating);
+        self.readmit_losers(order, analyses, &mut admission, creating);
+        admission
+    }
+
+    /// Unions the additions and rejects the inputs that lose, until no one loses.
+    fn reject_union_losers(
+        &self,
+        order: &[usize],
+        analyses: &BTreeMap<usize, Analysis>,
+        mut alive: BTreeSet<usize>,
+        creating: bool,
+    ) -> Admission {
+        let mut losses: BTreeMap<usize, Vec<Loss>> = BTreeMap::new();
+        loop {
+            let unions = self.union_additions(order, analyses, &alive, creating);
             let mut lost = false;
             for (_, u) in &unions {
                 for (i, loss) in &u.losers {
                     lost |= alive.remove(i);
-                    union_losses.entry(*i).or_default().push(loss.clone());
+                    losses.entry(*i).or_default().push(loss.clone());
                 }
             }
             if !lost {
-                break unions;
+                return Admission {
+                    alive,
+                    unions,
+                    losses,
+                };
             }
-        };
-        // An input that lost only to inputs that were themselves rejected gets another
-        // chance: it is admitted when the union with it makes no one lose.
-        let mut unions = unions;
+        }
+    }
+
+    /// Gives a union loser another chance, since it may have lost only to inputs that were
+    /// themselves rejected: it is admitted when the union with it makes no one lose.
+    fn readmit_losers(
+        &self,
+        order: &[usize],
+        analyses: &BTreeMap<usize, Analysis>,
+        admission: &mut Admission,
+        creating: bool,
+    ) {
         loop {
             let mut admitted = false;
             for &i in order {
-                if !union_losses.contains_key(&i) {
+                if !admission.losses.contains_key(&i) {
                     continue;
                 }
-                let mut trial = alive.clone();
+                let mut trial = admission.alive.clone();
                 trial.insert(i);
-                let with = self.union_additions(order, &analyses, &trial, creating);
+                let with = self.union_additions(order, analyses, &trial, creating);
                 if with.iter().all(|(_, u)| u.losers.is_empty()) {
-                    union_losses.remove(&i);
-                    alive = trial;
-                    unions = with;
+                    admission.losses.remove(&i);
+                    admission.alive = trial;
+                    admission.unions = with;
                     admitted = true;
                 }
             }
             if !admitted {
                 break;
             }
-        }
-
-        // Pass 3: apply the survivors' needs.
-        let mut schema = table.clone();
-        let mut changes: BTreeMap<ChangeKey, BTreeSet<usize>> = BTreeMap::new();
-        let mut relax: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
-        let mut promote: BTreeMap<String, (PrimitiveType, PrimitiveType, BTreeSet<usize>)> = BTreeMap::new();
-        for &i in &alive {
-            let a = &analyses[&i];
-            for path in a.relaxations.keys() {
-                relax.entry(path.clone()).or_default().insert(i);
-            }
-            for (path, (from, to)) in &a.promotions {
-                let entry = promote
-                    .entry(path.clone())
-                    .or_insert((*from, *to, BTreeSet::new()));
-                if entry.1.widens_to(*to) {
-                    entry.1 = *to;
-                }
-                entry.2.insert(i);
-            }
-        }
-        for (path, inputs) in &relax {
-            set_optional(&mut schema, path);
-            if !creating {
-                changes.insert(
-                    (
-                        path.clone(),
-                        ChangeKind::Relaxation,
-                        Some("required".into()),
-                        Some("optional".into()),
-                        true,
-                    ),
-                    inputs.clone(),
-                );
-            }
-        }
-        for (path, (from, to, inputs)) in &promote {
-            set_type(&mut schema, path, *to);
-            if !creating {
-                changes.insert(
-                    (
-                        path.clone(),
-                        ChangeKind::Promotion,
-                        Some(from.to_string()),
-                        Some(to.to_string()),
-                        true,
-                    ),
-                    inputs.clone(),
-                );
-            }
-        }
-        let mut next_id = self.last_column_id.max(table.max_field_id());
-        let assign_ids = creating || table.max_field_id() > 0;
-        for (path, u) in &unions {
-            let mut field = u.field.clone();
-            if assign_ids {
-                let mut holder = Schema::new(vec![field]);
-                next_id = holder.assign_missing_ids(next_id);
-                field = holder.fields.pop().expect("one field");
-            }
-            insert_field(&mut schema, path, field);
-            let having: BTreeSet<usize> = alive
-                .iter()
-                .copied()
-                .filter(|i| analyses[i].additions.iter().any(|a| &a.path == path))
-                .collect();
-            if !creating {
-                changes.insert(
-                    (
-                        path.clone(),
-                        ChangeKind::Addition,
-                        None,
-                        Some(u.field.data_type.to_string()),
-                        true,
-                    ),
-                    having,
-                );
-            }
-        }
-        if creating {
-            for f in &schema.fields {
-                changes.insert(
-                    (
-                        f.name.clone(),
-                        ChangeKind::Addition,
-                        None,
-                        Some(f.data_type.to_string()),
-                        true,
-                    ),
-                    alive.clone(),
-                );
-            }
-        }
-
-        // Verdicts, and the changes that were refused or conflict.
-        let mut verdicts = vec![
-            InputVerdict {
-                verdict: Verdict::Fits,
-                reasons: Vec::new(),
-                needs: Vec::new(),
-            };
-            inputs.len()
-        ];
-        for &i in order {
-            let a = &analyses[&i];
-            let v = &mut verdicts[i];
-            if alive.contains(&i) {
-                // Unverifiable findings of an accepted input stay visible as reasons.
-                v.reasons = a.unverifiable.clone();
-                v.needs = a.needs();
-                if creating {
-                    v.needs.insert(
-                        0,
-                        Reason {
-                            path: String::new(),
-                            message: "creates the table".into(),
-                        },
-                    );
-                }
-                v.verdict = if v.needs.is_empty() {
-                    Verdict::Fits
-                } else {
-                    Verdict::FitsAfterEvolution
-                };
-                continue;
-            }
-            v.reasons = a.incompatible.clone();
-            for (kind, path, from, to) in &a.refused {
-                changes
-                    .entry((path.clone(), *kind, from.clone(), to.clone(), false))
-                    .or_default()
-                    .insert(i);
-            }
-            for loss in union_losses.get(&i).into_iter().flatten() {
-                v.reasons.push(Reason {
-                    path: loss.path.clone(),
-                    message: loss.message.clone(),
-                });
-                changes
-                    .entry((
-                        loss.path.clone(),
-                        ChangeKind::Conflict,
-                        Some(loss.chosen.clone()),
-                        Some(loss.theirs.clone()),
-                        false,
-                    ))
-                    .or_default()
-                    .insert(i);
-            }
-            if v.reasons.is_empty() {
-                v.reasons = a.unverifiable.clone();
-                v.verdict = Verdict::Unverifiable;
-            } else {
-                v.reasons.extend(a.unverifiable.iter().cloned());
-                v.verdict = Verdict::Incompatible;
-            }
-        }
-
-        let changes = changes
-            .into_iter()
-            .map(|((path, kind, from, to, applied), inputs)| SchemaChange {
-                path,
-                kind,
-                from,
-                to,
-                applied,
-                inputs: inputs.into_iter().collect(),
-            })
-            .collect();
-        let schema = if creating && alive.is_empty() {
-            None
-        } else {
-            Some(schema)
-        };
-        EvolutionPlan {
-            current: if creating { None } else { Some(table.clone()) },
-            schema,
-            creates_table: creating,
-            changes,
-            verdicts,
         }
     }
 
@@ -398,6 +263,227 @@ impl<'a> EvolutionPlanner<'a> {
             })
             .collect()
     }
+
+    /// Pass 3: the table's schema with the admitted inputs' needs met; new columns get ids
+    /// above every id the table has used, unless an existing table has none.
+    fn evolve_schema(
+        &self,
+        table: &Schema,
+        creating: bool,
+        needs: &ColumnNeeds,
+        unions: &[(String, Union)],
+    ) -> Schema {
+        let mut schema = table.clone();
+        for path in needs.relaxations.keys() {
+            set_optional(&mut schema, path);
+        }
+        for (path, (_, to, _)) in &needs.promotions {
+            set_type(&mut schema, path, *to);
+        }
+        let mut next_id = self.last_column_id.max(table.max_field_id());
+        let assign_ids = creating || table.max_field_id() > 0;
+        for (path, u) in unions {
+            let mut field = u.field.clone();
+            if assign_ids {
+                let mut holder = Schema::new(vec![field]);
+                next_id = holder.assign_missing_ids(next_id);
+                field = holder.fields.pop().expect("one field");
+            }
+            insert_field(&mut schema, path, field);
+        }
+        schema
+    }
+}
+
+/// What pass 2 decides: the inputs admitted, the unioned additions, why the others lost.
+struct Admission {
+    alive: BTreeSet<usize>,
+    unions: Vec<(String, Union)>,
+    /// Per input that lost a union, each loss; admitted inputs have none.
+    losses: BTreeMap<usize, Vec<Loss>>,
+}
+
+impl Admission {
+    fn losses_of(&self, input: usize) -> &[Loss] {
+        self.losses.get(&input).map(Vec::as_slice).unwrap_or_default()
+    }
+}
+
+/// The relaxations and promotions the admitted inputs need, per column, with those inputs.
+struct ColumnNeeds {
+    relaxations: BTreeMap<String, BTreeSet<usize>>,
+    /// The table's type, the type it widens to and the inputs that need it.
+    promotions: BTreeMap<String, (PrimitiveType, PrimitiveType, BTreeSet<usize>)>,
+}
+
+impl ColumnNeeds {
+    /// Gathers the needs of the `alive` inputs; a column several inputs widen takes the widest.
+    fn gather(analyses: &BTreeMap<usize, Analysis>, alive: &BTreeSet<usize>) -> Self {
+        let mut relaxations: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+        let mut promotions: BTreeMap<String, (PrimitiveType, PrimitiveType, BTreeSet<usize>)> =
+            BTreeMap::new();
+        for &i in alive {
+            let a = &analyses[&i];
+            for path in a.relaxations.keys() {
+                relaxations.entry(path.clone()).or_default().insert(i);
+            }
+            for (path, (from, to)) in &a.promotions {
+                let entry = promotions
+                    .entry(path.clone())
+                    .or_insert((*from, *to, BTreeSet::new()));
+                if entry.1.widens_to(*to) {
+                    entry.1 = *to;
+                }
+                entry.2.insert(i);
+            }
+        }
+        ColumnNeeds {
+            relaxations,
+            promotions,
+        }
+    }
+}
+
+/// Every change, applied or refused, sorted by path, kind, from, to and applied.
+fn list_changes(
+    creating: bool,
+    schema: &Schema,
+    needs: &ColumnNeeds,
+    analyses: &BTreeMap<usize, Analysis>,
+    admission: &Admission,
+) -> Vec<SchemaChange> {
+    let mut changes = applied_changes(creating, schema, needs, analyses, admission);
+    add_refused_changes(&mut changes, analyses, admission);
+    changes
+        .into_iter()
+        .map(|((path, kind, from, to, applied), inputs)| SchemaChange {
+            path,
+            kind,
+            from,
+            to,
+            applied,
+            inputs: inputs.into_iter().collect(),
+        })
+        .collect()
+}
+
+/// The changes pass 3 made, with the inputs needing each; creating the table instead counts
+/// each of its columns as an addition by every admitted input.
+fn applied_changes(
+    creating: bool,
+    schema: &Schema,
+    needs: &ColumnNeeds,
+    analyses: &BTreeMap<usize, Analysis>,
+    admission: &Admission,
+) -> BTreeMap<ChangeKey, BTreeSet<usize>> {
+    if creating {
+        return schema
+            .fields
+            .iter()
+            .map(|f| {
+                let key = (
+                    f.name.clone(),
+                    ChangeKind::Addition,
+                    None,
+                    Some(f.data_type.to_string()),
+                    true,
+                );
+                (key, admission.alive.clone())
+            })
+            .collect();
+    }
+    let mut changes: BTreeMap<ChangeKey, BTreeSet<usize>> = BTreeMap::new();
+    for (path, inputs) in &needs.relaxations {
+        changes.insert(
+            (
+                path.clone(),
+                ChangeKind::Relaxation,
+                Some("required".into()),
+                Some("optional".into()),
+                true,
+            ),
+            inputs.clone(),
+        );
+    }
+    for (path, (from, to, inputs)) in &needs.promotions {
+        changes.insert(
+            (
+                path.clone(),
+                ChangeKind::Promotion,
+                Some(from.to_string()),
+                Some(to.to_string()),
+                true,
+            ),
+            inputs.clone(),
+        );
+    }
+    for (path, u) in &admission.unions {
+        let having: BTreeSet<usize> = admission
+            .alive
+            .iter()
+            .copied()
+            .filter(|i| analyses[i].additions.iter().any(|a| &a.path == path))
+            .collect();
+        changes.insert(
+            (
+                path.clone(),
+                ChangeKind::Addition,
+                None,
+                Some(u.field.data_type.to_string()),
+                true,
+            ),
+            having,
+        );
+    }
+    changes
+}
+
+/// Adds what the rejected inputs would have needed: changes the options refuse, conflicts
+/// with the table, and the new columns whose union they lost.
+fn add_refused_changes(
+    changes: &mut BTreeMap<ChangeKey, BTreeSet<usize>>,
+    analyses: &BTreeMap<usize, Analysis>,
+    admission: &Admission,
+) {
+    for (&i, a) in analyses {
+        if admission.alive.contains(&i) {
+            continue;
+        }
+        let refused = a
+            .refused
+            .iter()
+            .map(|(kind, path, from, to)| (path.clone(), *kind, from.clone(), to.clone(), false));
+        let lost = admission.losses_of(i).iter().map(|loss| {
+            (
+                loss.path.clone(),
+                ChangeKind::Conflict,
+                Some(loss.chosen.clone()),
+                Some(loss.theirs.clone()),
+                false,
+            )
+        });
+        for key in refused.chain(lost) {
+            changes.entry(key).or_default().insert(i);
+        }
+    }
+}
+
+/// One verdict per input, in the caller's order (the analyses are keyed by its indexes).
+fn verdicts(
+    creating: bool,
+    analyses: &BTreeMap<usize, Analysis>,
+    admission: &Admission,
+) -> Vec<InputVerdict> {
+    analyses
+        .iter()
+        .map(|(&i, a)| {
+            if admission.alive.contains(&i) {
+                a.admitted_verdict(creating)
+            } else {
+                a.rejected_verdict(admission.losses_of(i))
+            }
+        })
+        .collect()
 }
 
 /// A column an input has and the table lacks.
@@ -424,6 +510,59 @@ struct Analysis {
 }
 
 impl Analysis {
+    /// Whether the input survives pass 1: nothing rules it out, and unverifiable findings
+    /// are accepted or absent.
+    fn survives(&self, config: &SchemaEvolutionConfig) -> bool {
+        self.incompatible.is_empty()
+            && (self.unverifiable.is_empty() || config.on_unverifiable() == UnverifiableFileHandling::Accept)
+    }
+
+    /// An admitted input fits, after evolution when it needs anything; its unverifiable
+    /// findings stay visible as reasons.
+    fn admitted_verdict(&self, creating: bool) -> InputVerdict {
+        let mut needs = self.needs();
+        if creating {
+            needs.insert(
+                0,
+                Reason {
+                    path: String::new(),
+                    message: "creates the table".into(),
+                },
+            );
+        }
+        InputVerdict {
+            verdict: if needs.is_empty() {
+                Verdict::Fits
+            } else {
+                Verdict::FitsAfterEvolution
+            },
+            reasons: self.unverifiable.clone(),
+            needs,
+        }
+    }
+
+    /// A rejected input is incompatible when a finding or a lost union rules it out, and
+    /// unverifiable when only missing statistics do.
+    fn rejected_verdict(&self, losses: &[Loss]) -> InputVerdict {
+        let mut reasons = self.incompatible.clone();
+        reasons.extend(losses.iter().map(|loss| Reason {
+            path: loss.path.clone(),
+            message: loss.message.clone(),
+        }));
+        let verdict = if reasons.is_empty() {
+            Verdict::Unverifiable
+        } else {
+            Verdict::Incompatible
+        };
+        reasons.extend(self.unverifiable.iter().cloned());
+        InputVerdict {
+            verdict,
+            reasons,
+            needs: Vec::new(),
+        }
+    }
+
+    /// What an admitted input needs of the table: additions, relaxations, promotions.
     fn needs(&self) -> Vec<Reason> {
         let mut needs = Vec::new();
         for add in &self.additions {
@@ -687,6 +826,22 @@ impl Compare<'_> {
                 }
                 Evidence::Unknown => self.unproven(path, true),
             },
+        }
+    }
+
+    /// Without field addition, each column the table lacks rules the input out.
+    fn refuse_additions(&mut self) {
+        for add in &self.out.additions {
+            self.out.incompatible.push(Reason {
+                path: add.path.clone(),
+                message: "the table has no such column and field addition is not allowed".into(),
+            });
+            self.out.refused.push((
+                ChangeKind::Addition,
+                add.path.clone(),
+                None,
+                Some(add.field.data_type.to_string()),
+            ));
         }
     }
 
