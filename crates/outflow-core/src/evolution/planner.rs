@@ -948,156 +948,171 @@ fn union_field(
     config: &SchemaEvolutionConfig,
     creating: bool,
 ) -> Union {
-    let mut losers: BTreeMap<usize, Loss> = BTreeMap::new();
-    let mut counts = [0usize; 4];
-    for (_, f) in candidates {
-        counts[kind_rank(&f.data_type) as usize] += 1;
-    }
-    let winner_rank = (0..4u8)
-        .max_by_key(|&r| (counts[r as usize], std::cmp::Reverse(r)))
-        .expect("four kinds");
-    let winners: Vec<(usize, &Field)> = candidates
-        .iter()
-        .copied()
-        .filter(|(_, f)| kind_rank(&f.data_type) == winner_rank)
-        .collect();
-    let winner_kind = winners[0].1.data_type.kind();
-    for (i, f) in candidates {
-        if kind_rank(&f.data_type) != winner_rank {
-            losers.entry(*i).or_insert_with(|| Loss {
-                path: path.to_string(),
-                message: format!(
-                    "the input has a {}, but the window's other inputs make this new column a {winner_kind}",
-                    f.data_type.kind()
-                ),
-                chosen: winner_kind.to_string(),
-                theirs: f.data_type.to_string(),
-            });
-        }
-    }
-    let mut merge = |child: Union| {
-        for (i, loss) in child.losers {
-            losers.entry(i).or_insert(loss);
-        }
-        child.field
+    let mut union = ColumnUnion {
+        config,
+        creating,
+        losers: BTreeMap::new(),
     };
-    let data_type = match &winners[0].1.data_type {
-        DataType::Primitive(_) => {
-            let types: BTreeSet<PrimitiveType> = winners
-                .iter()
-                .filter_map(|(_, f)| f.data_type.as_primitive())
-                .collect();
-            let chosen = *types
-                .iter()
-                .max_by_key(|c| {
-                    let readable = winners
-                        .iter()
-                        .filter(|(_, f)| f.data_type.as_primitive().is_some_and(|t| t.widens_to(**c)))
-                        .count();
-                    (readable, **c)
-                })
-                .expect("at least one candidate");
-            for (i, f) in &winners {
-                let t = f.data_type.as_primitive().expect("primitive");
-                if !t.widens_to(chosen) {
-                    losers.entry(*i).or_insert_with(|| Loss {
-                        path: path.to_string(),
-                        message: format!(
-                            "the input has {t}, which cannot be read as {chosen}, the type the window's other inputs give this new column"
-                        ),
-                        chosen: chosen.to_string(),
-                        theirs: t.to_string(),
-                    });
-                }
-            }
-            DataType::Primitive(chosen)
+    let field = union.field(path, name, candidates);
+    Union {
+        field,
+        losers: union.losers,
+    }
+}
+
+/// One new column's union under way: what decides required columns, and the losers so far.
+struct ColumnUnion<'c> {
+    config: &'c SchemaEvolutionConfig,
+    creating: bool,
+    losers: BTreeMap<usize, Loss>,
+}
+
+impl ColumnUnion<'_> {
+    /// The union of the candidates' fields at `path`, into structs, lists and maps.
+    fn field(&mut self, path: &str, name: &str, candidates: &[(usize, &Field)]) -> Field {
+        let winners = self.most_common_kind(path, candidates);
+        let data_type = match &winners[0].1.data_type {
+            DataType::Primitive(_) => DataType::Primitive(self.most_readable_type(path, &winners)),
+            DataType::Struct { .. } => self.structure(path, &winners),
+            DataType::List { .. } => DataType::List {
+                list: Box::new(self.child(path, LIST_ELEMENT, &nth_children(&winners, 0))),
+            },
+            DataType::Map { .. } => self.map(path, &winners),
+        };
+        Field {
+            id: None,
+            name: name.to_string(),
+            required: self.creating && self.config.is_required_column(path),
+            data_type,
+            doc: None,
         }
-        DataType::Struct { .. } => {
-            let mut names: Vec<&str> = Vec::new();
-            for (_, f) in &winners {
-                if let DataType::Struct { fields } = &f.data_type {
-                    for c in fields {
-                        if !names.contains(&c.name.as_str()) {
-                            names.push(&c.name);
-                        }
+    }
+
+    /// The candidates of the kind most of them have (ties: struct, list, map, primitive);
+    /// the others lose.
+    fn most_common_kind<'f>(
+        &mut self,
+        path: &str,
+        candidates: &[(usize, &'f Field)],
+    ) -> Vec<(usize, &'f Field)> {
+        let mut counts = [0usize; 4];
+        for (_, f) in candidates {
+            counts[kind_rank(&f.data_type) as usize] += 1;
+        }
+        let winner_rank = (0..4u8)
+            .max_by_key(|&r| (counts[r as usize], std::cmp::Reverse(r)))
+            .expect("four kinds");
+        let winners: Vec<(usize, &Field)> = candidates
+            .iter()
+            .copied()
+            .filter(|(_, f)| kind_rank(&f.data_type) == winner_rank)
+            .collect();
+        let winner_kind = winners[0].1.data_type.kind();
+        for (i, f) in candidates {
+            if kind_rank(&f.data_type) != winner_rank {
+                self.lose(*i, || Loss {
+                    path: path.to_string(),
+                    message: format!(
+                        "the input has a {}, but the window's other inputs make this new column a {winner_kind}",
+                        f.data_type.kind()
+                    ),
+                    chosen: winner_kind.to_string(),
+                    theirs: f.data_type.to_string(),
+                });
+            }
+        }
+        winners
+    }
+
+    /// The primitive type most candidates can be read as (ties: the greatest); the
+    /// candidates that cannot be read as it lose.
+    fn most_readable_type(&mut self, path: &str, winners: &[(usize, &Field)]) -> PrimitiveType {
+        let types: BTreeSet<PrimitiveType> = winners
+            .iter()
+            .filter_map(|(_, f)| f.data_type.as_primitive())
+            .collect();
+        let chosen = *types
+            .iter()
+            .max_by_key(|c| {
+                let readable = winners
+                    .iter()
+                    .filter(|(_, f)| f.data_type.as_primitive().is_some_and(|t| t.widens_to(**c)))
+                    .count();
+                (readable, **c)
+            })
+            .expect("at least one candidate");
+        for (i, f) in winners {
+            let t = f.data_type.as_primitive().expect("primitive");
+            if !t.widens_to(chosen) {
+                self.lose(*i, || Loss {
+                    path: path.to_string(),
+                    message: format!(
+                        "the input has {t}, which cannot be read as {chosen}, the type the window's other inputs give this new column"
+                    ),
+                    chosen: chosen.to_string(),
+                    theirs: t.to_string(),
+                });
+            }
+        }
+        chosen
+    }
+
+    /// A struct with every child any candidate has, in the order first seen.
+    fn structure(&mut self, path: &str, winners: &[(usize, &Field)]) -> DataType {
+        let mut names: Vec<&str> = Vec::new();
+        for (_, f) in winners {
+            if let DataType::Struct { fields } = &f.data_type {
+                for c in fields {
+                    if !names.contains(&c.name.as_str()) {
+                        names.push(&c.name);
                     }
                 }
             }
-            let mut fields = Vec::new();
-            for child in names {
-                let sub: Vec<(usize, &Field)> = winners
-                    .iter()
-                    .filter_map(|(i, f)| {
-                        f.data_type
-                            .children()
-                            .into_iter()
-                            .find(|c| c.name == child)
-                            .map(|c| (*i, c))
-                    })
-                    .collect();
-                fields.push(merge(union_field(
-                    &join_path(path, child),
-                    child,
-                    &sub,
-                    config,
-                    creating,
-                )));
-            }
-            DataType::Struct { fields }
         }
-        DataType::List { .. } => {
+        let mut fields = Vec::new();
+        for child in names {
             let sub: Vec<(usize, &Field)> = winners
                 .iter()
-                .map(|(i, f)| (*i, f.data_type.children()[0]))
+                .filter_map(|(i, f)| {
+                    f.data_type
+                        .children()
+                        .into_iter()
+                        .find(|c| c.name == child)
+                        .map(|c| (*i, c))
+                })
                 .collect();
-            let element = merge(union_field(
-                &join_path(path, LIST_ELEMENT),
-                LIST_ELEMENT,
-                &sub,
-                config,
-                creating,
-            ));
-            DataType::List {
-                list: Box::new(element),
-            }
+            fields.push(self.child(path, child, &sub));
         }
-        DataType::Map { .. } => {
-            let part = |k: usize| -> Vec<(usize, &Field)> {
-                winners
-                    .iter()
-                    .map(|(i, f)| (*i, f.data_type.children()[k]))
-                    .collect()
-            };
-            let mut key = merge(union_field(
-                &join_path(path, MAP_KEY),
-                MAP_KEY,
-                &part(0),
-                config,
-                creating,
-            ));
-            key.required = true;
-            let value = merge(union_field(
-                &join_path(path, MAP_VALUE),
-                MAP_VALUE,
-                &part(1),
-                config,
-                creating,
-            ));
-            DataType::Map {
-                map: Box::new(crate::schema::MapFields { key, value }),
-            }
-        }
-    };
-    Union {
-        field: Field {
-            id: None,
-            name: name.to_string(),
-            required: creating && config.is_required_column(path),
-            data_type,
-            doc: None,
-        },
-        losers,
+        DataType::Struct { fields }
     }
+
+    /// A map; its key stays required, since map keys cannot be null.
+    fn map(&mut self, path: &str, winners: &[(usize, &Field)]) -> DataType {
+        let mut key = self.child(path, MAP_KEY, &nth_children(winners, 0));
+        key.required = true;
+        let value = self.child(path, MAP_VALUE, &nth_children(winners, 1));
+        DataType::Map {
+            map: Box::new(crate::schema::MapFields { key, value }),
+        }
+    }
+
+    /// The union of the child `name` of the column at `path`.
+    fn child(&mut self, path: &str, name: &str, candidates: &[(usize, &Field)]) -> Field {
+        self.field(&join_path(path, name), name, candidates)
+    }
+
+    /// Records why an input loses, unless it already lost: its first loss is its reason.
+    fn lose(&mut self, input: usize, loss: impl FnOnce() -> Loss) {
+        self.losers.entry(input).or_insert_with(loss);
+    }
+}
+
+/// The `n`th child of each candidate (a list's element, a map's key or value).
+fn nth_children<'f>(winners: &[(usize, &'f Field)], n: usize) -> Vec<(usize, &'f Field)> {
+    winners
+        .iter()
+        .map(|(i, f)| (*i, f.data_type.children()[n]))
+        .collect()
 }
 
 /// Whether an input's field ids can be trusted to identify the table's columns: every
