@@ -49,6 +49,7 @@ mod report;
 mod schema;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -60,6 +61,7 @@ use outflow_core::evolution::{EvolutionPlan, Verdict};
 use outflow_core::schema::{InputSchema, NameMapping, Schema};
 use outflow_core::{
     CreateDisposition, Error, ErrorKind, EvolutionPlanner, IncompatibleSchemaHandling, Result,
+    SchemaEvolutionConfig,
 };
 
 pub use self::options::{AddFilesOptions, AddFilesOptionsBuilder, BatchWindow, DEFAULT_MAX_CONCURRENT_READS};
@@ -311,6 +313,58 @@ struct Group {
     uses_ids: bool,
 }
 
+impl Group {
+    /// Why the files' field ids do not name `table`'s columns, or `None` when they do or the
+    /// files carry none.
+    fn id_mismatch(&self, table: &Schema) -> Option<String> {
+        self.uses_ids
+            .then(|| ids_match(&self.input.schema, table))
+            .flatten()
+    }
+}
+
+/// Groups a window's files by what the planner weighs ([`plans_alike`]), null counts summed,
+/// so thousands of files sharing a schema are planned as one input.
+fn group_by_schema(files: &[(Input, FileFacts)]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, (_, facts)) in files.iter().enumerate() {
+        let input = &facts.schema.input;
+        let hash = evidence_hash(input);
+        let found = by_hash
+            .get(&hash)
+            .and_then(|gs| gs.iter().copied().find(|&g| plans_alike(&groups[g].input, input)));
+        match found {
+            Some(g) => {
+                let group = &mut groups[g];
+                group.members.push(i);
+                for (path, n) in &facts.schema.input.null_counts {
+                    if let Some(sum) = group.input.null_counts.get_mut(path) {
+                        *sum = sum.saturating_add(*n);
+                    }
+                }
+            }
+            None => {
+                by_hash.entry(hash).or_default().push(groups.len());
+                groups.push(Group {
+                    input: facts.schema.input.clone(),
+                    members: vec![i],
+                    uses_ids: facts.schema.uses_ids,
+                });
+            }
+        }
+    }
+    groups
+}
+
+/// Each group's files as given, which is how reports and errors name them.
+fn given_paths(groups: &[Group], files: &[(Input, FileFacts)]) -> Vec<Vec<String>> {
+    groups
+        .iter()
+        .map(|g| g.members.iter().map(|&m| files[m].0.given.clone()).collect())
+        .collect()
+}
+
 /// Whether two inputs plan alike: the same schema, and for each column the same kind of
 /// evidence the planner weighs (no nulls, some nulls, unknown).
 fn plans_alike(a: &InputSchema, b: &InputSchema) -> bool {
@@ -359,6 +413,23 @@ struct Decision {
     simulated: Option<(IcebergSchema, PartitionSpec)>,
 }
 
+/// Whether `on_incompatible: fail` stops the run over these verdicts (one is incompatible).
+fn fails_on_incompatible(config: &SchemaEvolutionConfig, compatible: &[bool]) -> bool {
+    compatible.iter().any(|c| !*c) && config.on_incompatible() == IncompatibleSchemaHandling::Fail
+}
+
+/// What a window's data files are built against.
+struct Target {
+    schema: Arc<IcebergSchema>,
+    spec: Arc<PartitionSpec>,
+    /// `schema` in Outflow's model.
+    current: Schema,
+    /// The name mapping that files without field ids are resolved through.
+    mapping: Option<NameMapping>,
+    /// The `location_prefix` option as a location: where Hive partition directories start.
+    prefix: Option<String>,
+}
+
 impl Run<'_> {
     fn error(&mut self, path: &str, kind: FileErrorKind, reason: impl Into<String>) {
         self.result.errors.push(FileError {
@@ -375,9 +446,29 @@ impl Run<'_> {
         }
     }
 
+    /// Registers one window of files: reads their footers, plans the table's schema for the
+    /// schemas they share, and commits the files that fit in one snapshot.
     async fn window(&mut self, index: usize, inputs: Vec<Input>) -> Result<()> {
+        let files = self.read_footers(inputs).await;
+        let groups = self.refuse_foreign_ids(group_by_schema(&files), &files);
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let paths = given_paths(&groups, &files);
+        let decision = self.decide(&groups).await?;
+        self.report(index, &decision.report, &groups, &paths);
+        if self.reject_incompatible(&decision, &paths).is_break() {
+            return Ok(());
+        }
+        let target = self.target(decision.simulated)?;
+        let data_files = self.data_files(&files, &groups, &paths, &decision.compatible, &target);
+        self.register(index, data_files).await
+    }
+
+    /// Reads the footers of the window's files, many at a time, reporting progress; a file
+    /// that cannot be read is an error for that file alone.
+    async fn read_footers(&mut self, inputs: Vec<Input>) -> Vec<(Input, FileFacts)> {
         let add = self.add;
-        let config = &add.options.schema_evolution;
         let io = self.file_io();
         let read = self.read.clone();
         let total = self.total;
@@ -390,78 +481,42 @@ impl Run<'_> {
         };
         let locations = inputs.iter().map(|i| i.location.clone()).collect();
         let results = footer::read_all(locations, &io, add.options.max_concurrent_reads, &on_done).await;
-
-        // Readable files, grouped by schema.
-        let mut files: Vec<(Input, FileFacts)> = Vec::new();
+        let mut files = Vec::new();
         for (input, result) in inputs.into_iter().zip(results) {
             match result {
                 Ok(facts) => files.push((input, facts)),
                 Err(failure) => self.error(&input.given, failure.kind, failure.message),
             }
         }
-        let mut groups: Vec<Group> = Vec::new();
-        let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
-        for (i, (_, facts)) in files.iter().enumerate() {
-            let input = &facts.schema.input;
-            let hash = evidence_hash(input);
-            let found = by_hash
-                .get(&hash)
-                .and_then(|gs| gs.iter().copied().find(|&g| plans_alike(&groups[g].input, input)));
-            match found {
-                Some(g) => {
-                    let group = &mut groups[g];
-                    group.members.push(i);
-                    for (path, n) in &facts.schema.input.null_counts {
-                        if let Some(sum) = group.input.null_counts.get_mut(path) {
-                            *sum = sum.saturating_add(*n);
-                        }
-                    }
-                }
-                None => {
-                    by_hash.entry(hash).or_default().push(groups.len());
-                    groups.push(Group {
-                        input: facts.schema.input.clone(),
-                        members: vec![i],
-                        uses_ids: facts.schema.uses_ids,
-                    });
-                }
-            }
-        }
-        // Files with field ids must name the table's columns by them, or readers would
-        // read the wrong columns.
-        if let Some(table) = &self.table {
-            let current = from_iceberg_schema(table.metadata().current_schema());
-            let mut kept = Vec::new();
-            for group in groups {
-                match group
-                    .uses_ids
-                    .then(|| ids_match(&group.input.schema, &current))
-                    .flatten()
-                {
-                    Some(reason) => {
-                        for &m in &group.members {
-                            let path = files[m].0.given.clone();
-                            self.error(&path, FileErrorKind::FieldIds, reason.clone());
-                        }
-                    }
-                    None => kept.push(group),
-                }
-            }
-            groups = kept;
-        }
-        if groups.is_empty() {
-            return Ok(());
-        }
-        let labels: Vec<Vec<String>> = groups
-            .iter()
-            .map(|g| g.members.iter().map(|&m| files[m].0.given.clone()).collect())
-            .collect();
+        files
+    }
 
-        let decision = self.decide(&groups).await?;
-        self.report(index, &decision.report, &groups, &labels);
-        let rejected: Vec<usize> = (0..groups.len()).filter(|&g| !decision.compatible[g]).collect();
+    /// Turns away the groups whose field ids name other columns than the table's, each of
+    /// their files an error: readers resolve columns by these ids and would read the wrong ones.
+    fn refuse_foreign_ids(&mut self, groups: Vec<Group>, files: &[(Input, FileFacts)]) -> Vec<Group> {
+        let Some(table) = &self.table else {
+            return groups;
+        };
+        let current = from_iceberg_schema(table.metadata().current_schema());
+        let mut kept = Vec::new();
+        for group in groups {
+            match group.id_mismatch(&current) {
+                Some(reason) => {
+                    for &m in &group.members {
+                        self.error(&files[m].0.given, FileErrorKind::FieldIds, reason.clone());
+                    }
+                }
+                None => kept.push(group),
+            }
+        }
+        kept
+    }
+
+    /// Makes each file of an incompatible group an error; breaks when `on_incompatible: fail`
+    /// stops the run here, the window's other files then skipped as not processed.
+    fn reject_incompatible(&mut self, decision: &Decision, paths: &[Vec<String>]) -> ControlFlow<()> {
         let verdicts = &decision.report.verdicts;
-        for &g in &rejected {
+        for (g, _) in decision.compatible.iter().enumerate().filter(|(_, c)| !**c) {
             let v = &verdicts[g];
             let kind = if v.verdict == Verdict::Unverifiable {
                 FileErrorKind::Unverifiable
@@ -474,25 +529,29 @@ impl Run<'_> {
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            for path in &labels[g] {
+            for path in &paths[g] {
                 self.error(path, kind, reason.clone());
             }
         }
-        if !rejected.is_empty() && config.on_incompatible() == IncompatibleSchemaHandling::Fail {
-            self.result.rejected = true;
-            for g in (0..groups.len()).filter(|g| decision.compatible[*g]) {
-                self.result
-                    .skipped
-                    .extend(labels[g].iter().map(|path| SkippedFile {
-                        path: path.clone(),
-                        reason: SkipReason::NotProcessed,
-                    }));
-            }
-            return Ok(());
+        if !fails_on_incompatible(&self.add.options.schema_evolution, &decision.compatible) {
+            return ControlFlow::Continue(());
         }
+        self.result.rejected = true;
+        for (g, _) in decision.compatible.iter().enumerate().filter(|(_, c)| **c) {
+            self.result
+                .skipped
+                .extend(paths[g].iter().map(|path| SkippedFile {
+                    path: path.clone(),
+                    reason: SkipReason::NotProcessed,
+                }));
+        }
+        ControlFlow::Break(())
+    }
 
-        // Data files for the compatible files.
-        let (schema, spec) = match (&self.table, decision.simulated) {
+    /// What the window's data files are built against: the table as `decide` left it or, in
+    /// a dry run, as the real run would have it before registering them.
+    fn target(&self, simulated: Option<(IcebergSchema, PartitionSpec)>) -> Result<Target> {
+        let (schema, spec) = match (&self.table, simulated) {
             (_, Some((schema, spec))) => (Arc::new(schema), Arc::new(spec)),
             (Some(table), None) => {
                 let md = table.metadata();
@@ -502,7 +561,7 @@ impl Run<'_> {
         };
         let current = from_iceberg_schema(&schema);
         let existing = self.table.as_ref().map(name_mapping).transpose()?.flatten();
-        let mapping = if config.dry_run() {
+        let mapping = if self.add.options.schema_evolution.dry_run() {
             // What the real run would store before registering the files.
             Some(match existing {
                 Some(m) => m.updated_with(&current),
@@ -511,34 +570,50 @@ impl Run<'_> {
         } else {
             existing
         };
-        let prefix = add
+        let prefix = self
+            .add
             .options
             .location_prefix
             .as_deref()
             .map(location)
             .transpose()
             .map_err(|e| Error::invalid_config("location_prefix", e))?;
-        let mut data_files: Vec<DataFile> = Vec::new();
+        Ok(Target {
+            schema,
+            spec,
+            current,
+            mapping,
+            prefix,
+        })
+    }
+
+    /// A data file for each file of the compatible groups, with metrics keyed by the table's
+    /// field ids and partition values; a file that cannot have one is an error.
+    fn data_files(
+        &mut self,
+        files: &[(Input, FileFacts)],
+        groups: &[Group],
+        paths: &[Vec<String>],
+        compatible: &[bool],
+        target: &Target,
+    ) -> Vec<DataFile> {
+        let mut data_files = Vec::new();
         for (g, group) in groups.iter().enumerate() {
-            if !decision.compatible[g] {
+            if !compatible[g] {
                 continue;
             }
+            // The group's files share a schema, so the first resolves the columns of all.
             let first = &files[group.members[0]].1;
-            let resolved = match group
-                .uses_ids
-                .then(|| ids_match(&group.input.schema, &current))
-                .flatten()
-                .map_or_else(
-                    || {
-                        metrics::resolve_leaves(
-                            &first.schema.leaves,
-                            group.uses_ids,
-                            &schema,
-                            mapping.as_ref(),
-                        )
-                    },
-                    Err,
-                ) {
+            let resolved = match group.id_mismatch(&target.current) {
+                Some(reason) => Err(reason),
+                None => metrics::resolve_leaves(
+                    &first.schema.leaves,
+                    group.uses_ids,
+                    &target.schema,
+                    target.mapping.as_ref(),
+                ),
+            };
+            let resolved = match resolved {
                 Ok(r) => r,
                 Err(reason) => {
                     let kind = if group.uses_ids {
@@ -546,7 +621,7 @@ impl Run<'_> {
                     } else {
                         FileErrorKind::Incompatible
                     };
-                    for path in &labels[g] {
+                    for path in &paths[g] {
                         self.error(path, kind, reason.clone());
                     }
                     continue;
@@ -554,17 +629,30 @@ impl Run<'_> {
             };
             for &m in &group.members {
                 let (input, facts) = &files[m];
-                match data_file(facts, &resolved, &spec, &schema, prefix.as_deref()) {
+                match data_file(
+                    facts,
+                    &resolved,
+                    &target.spec,
+                    &target.schema,
+                    target.prefix.as_deref(),
+                ) {
                     Ok(file) => data_files.push(file),
                     Err(reason) => self.error(&input.given, FileErrorKind::Partition, reason),
                 }
             }
         }
+        data_files
+    }
+
+    /// Counts the data files into the result and, unless this is a dry run, commits them in
+    /// one snapshot whose commit id follows the files, so a rerun commits nothing new.
+    async fn register(&mut self, index: usize, data_files: Vec<DataFile>) -> Result<()> {
+        let add = self.add;
         let added = data_files.len();
         let records: u64 = data_files.iter().map(DataFile::record_count).sum();
         self.result.files_added += added;
         self.result.records_added += records;
-        if config.dry_run() || data_files.is_empty() {
+        if add.options.schema_evolution.dry_run() || data_files.is_empty() {
             return Ok(());
         }
         let table = self.table.as_ref().expect("a table exists outside dry runs");
