@@ -413,6 +413,11 @@ struct Decision {
     simulated: Option<(IcebergSchema, PartitionSpec)>,
 }
 
+/// Whether each of the plan's inputs can be registered.
+fn compatibility(plan: &EvolutionPlan) -> Vec<bool> {
+    plan.verdicts.iter().map(|v| v.verdict.is_compatible()).collect()
+}
+
 /// Whether `on_incompatible: fail` stops the run over these verdicts (one is incompatible).
 fn fails_on_incompatible(config: &SchemaEvolutionConfig, compatible: &[bool]) -> bool {
     compatible.iter().any(|c| !*c) && config.on_incompatible() == IncompatibleSchemaHandling::Fail
@@ -688,101 +693,24 @@ impl Run<'_> {
     /// Plans the window and makes the table fit: creation, or at most one schema commit
     /// (re-planned when another writer changed the table first).
     async fn decide(&mut self, groups: &[Group]) -> Result<Decision> {
-        let add = self.add;
-        let config = &add.options.schema_evolution;
         let inputs: Vec<InputSchema> = groups.iter().map(|g| g.input.clone()).collect();
         let needs_mapping = groups.iter().any(|g| !g.uses_ids);
         let mut creation: Option<EvolutionPlan> = None;
         for _ in 0..SCHEMA_COMMIT_ATTEMPTS {
             let Some(table) = self.table.clone() else {
-                let plan = creation_plan(config, groups);
-                let compatible: Vec<bool> = plan.verdicts.iter().map(|v| v.verdict.is_compatible()).collect();
-                let stop = !compatible.iter().any(|c| *c)
-                    || (compatible.iter().any(|c| !*c)
-                        && config.on_incompatible() == IncompatibleSchemaHandling::Fail);
-                if stop || config.dry_run() {
-                    let simulated = match (&plan.schema, stop) {
-                        (Some(schema), false) => Some(self.simulate_creation(schema)?),
-                        _ => None,
-                    };
-                    self.result.table_created = !stop;
-                    return Ok(Decision {
-                        report: plan,
-                        compatible,
-                        simulated,
-                    });
-                }
-                let schema = plan
-                    .schema
-                    .clone()
-                    .expect("a plan with compatible inputs has a schema");
-                let (table, created) =
-                    create_with_name_mapping(&add.catalog, &self.ident, &schema, &add.options.table_options)
-                        .await?;
-                self.result.table_created |= created;
-                // Re-planned against the table as created (iceberg-rust renumbers ids; or
-                // another writer created it first).
-                self.table = Some(table);
-                if created {
-                    creation = Some(plan);
+                match self.create_table(groups).await? {
+                    ControlFlow::Break(decision) => return Ok(decision),
+                    ControlFlow::Continue(created) => creation = created,
                 }
                 continue;
             };
-            let current = from_iceberg_schema(table.metadata().current_schema());
-            let mapping = name_mapping(&table)?;
-            let mut planner = EvolutionPlanner::new(config)
-                .table(&current)
-                .last_column_id(table.metadata().last_column_id());
-            if let Some(mapping) = &mapping {
-                planner = planner.name_mapping(mapping);
-            }
-            let plan = planner.plan(&inputs);
-            let compatible: Vec<bool> = plan.verdicts.iter().map(|v| v.verdict.is_compatible()).collect();
-            let failing = compatible.iter().any(|c| !*c)
-                && config.on_incompatible() == IncompatibleSchemaHandling::Fail;
-            let anything = compatible.iter().any(|c| *c);
-            let decision = |report: EvolutionPlan| Decision {
-                report,
-                compatible: compatible.clone(),
-                simulated: None,
-            };
-            if config.dry_run() || failing || !anything {
-                if config.dry_run() && plan.changes_schema() && !failing {
-                    let schema = plan.schema.clone().expect("a compatible plan has a schema");
-                    let iceberg = to_iceberg_schema(&schema, 0)?;
-                    let spec = rebind(table.metadata().default_partition_spec(), &iceberg)?;
-                    return Ok(Decision {
-                        report: plan,
-                        compatible,
-                        simulated: Some((iceberg, spec)),
-                    });
+            if let Some(mut decision) = self.fit_table(&table, &inputs, needs_mapping).await? {
+                // A window that created the table reports that plan: its changes are the
+                // columns the table was created with.
+                if let Some(plan) = creation {
+                    decision.report = plan;
                 }
-                return Ok(decision(creation.unwrap_or(plan)));
-            }
-            let result = if plan.changes_schema() {
-                let schema = plan.schema.clone().expect("a compatible plan has a schema");
-                let mapping = updated_name_mapping(&table, &schema, needs_mapping)?;
-                commit_schema(&add.catalog, &table, &schema, mapping.as_ref())
-                    .await
-                    .map(|()| true)
-            } else {
-                self.keep_mapping_current(&table, &current, mapping.as_ref(), needs_mapping)
-                    .await
-                    .map(|()| false)
-            };
-            match result {
-                Ok(evolved) => {
-                    if evolved {
-                        self.result.schema_commits += 1;
-                        tracing::info!(table = %self.name, changes = plan.applied_changes().count(), "schema evolved");
-                    }
-                    self.table = Some(add.catalog.require_table(&self.ident).await?);
-                    return Ok(decision(creation.unwrap_or(plan)));
-                }
-                Err(e) if e.kind() == ErrorKind::Conflict => {
-                    self.table = Some(add.catalog.require_table(&self.ident).await?);
-                }
-                Err(e) => return Err(e),
+                return Ok(decision);
             }
         }
         Err(Error::new(
@@ -792,6 +720,118 @@ impl Run<'_> {
                 self.name
             ),
         ))
+    }
+
+    /// Plans the table's creation from the window and creates it, continuing with the plan
+    /// when this run did; breaks with the decision in a dry run, or when the table would
+    /// take no file (or, under `on_incompatible: fail`, not every one).
+    async fn create_table(
+        &mut self,
+        groups: &[Group],
+    ) -> Result<ControlFlow<Decision, Option<EvolutionPlan>>> {
+        let add = self.add;
+        let config = &add.options.schema_evolution;
+        let plan = creation_plan(config, groups);
+        let compatible = compatibility(&plan);
+        let stop = !compatible.iter().any(|c| *c) || fails_on_incompatible(config, &compatible);
+        if stop || config.dry_run() {
+            let simulated = match (&plan.schema, stop) {
+                (Some(schema), false) => Some(self.simulate_creation(schema)?),
+                _ => None,
+            };
+            self.result.table_created = !stop;
+            return Ok(ControlFlow::Break(Decision {
+                report: plan,
+                compatible,
+                simulated,
+            }));
+        }
+        let schema = plan
+            .schema
+            .as_ref()
+            .expect("a plan with compatible inputs has a schema");
+        let (table, created) =
+            create_with_name_mapping(&add.catalog, &self.ident, schema, &add.options.table_options).await?;
+        self.result.table_created |= created;
+        // Re-planned against the table as created (iceberg-rust renumbers ids; or another
+        // writer created it first).
+        self.table = Some(table);
+        Ok(ControlFlow::Continue(created.then_some(plan)))
+    }
+
+    /// Plans the window against `table` and commits what the plan needs; `None` when another
+    /// writer changed the table first (it is reloaded, to plan again).
+    async fn fit_table(
+        &mut self,
+        table: &Table,
+        inputs: &[InputSchema],
+        needs_mapping: bool,
+    ) -> Result<Option<Decision>> {
+        let add = self.add;
+        let config = &add.options.schema_evolution;
+        let current = from_iceberg_schema(table.metadata().current_schema());
+        let mapping = name_mapping(table)?;
+        let mut planner = EvolutionPlanner::new(config)
+            .table(&current)
+            .last_column_id(table.metadata().last_column_id());
+        if let Some(mapping) = &mapping {
+            planner = planner.name_mapping(mapping);
+        }
+        let plan = planner.plan(inputs);
+        let compatible = compatibility(&plan);
+        let failing = fails_on_incompatible(config, &compatible);
+        if config.dry_run() || failing || !compatible.iter().any(|c| *c) {
+            let simulated = if config.dry_run() && plan.changes_schema() && !failing {
+                let schema = plan.schema.as_ref().expect("a compatible plan has a schema");
+                Some(simulate_evolution(table, schema)?)
+            } else {
+                None
+            };
+            return Ok(Some(Decision {
+                report: plan,
+                compatible,
+                simulated,
+            }));
+        }
+        let committed = self
+            .commit_table_changes(table, &current, mapping.as_ref(), &plan, needs_mapping)
+            .await;
+        match committed {
+            Err(e) if e.kind() != ErrorKind::Conflict => Err(e),
+            committed => {
+                // Reloaded either way: registering needs this commit's table, planning again
+                // the other writer's.
+                self.table = Some(add.catalog.require_table(&self.ident).await?);
+                Ok(committed.is_ok().then_some(Decision {
+                    report: plan,
+                    compatible,
+                    simulated: None,
+                }))
+            }
+        }
+    }
+
+    /// Commits what the plan needs: the evolved schema with its name mapping, or else only
+    /// the name mapping brought up to date.
+    async fn commit_table_changes(
+        &mut self,
+        table: &Table,
+        current: &Schema,
+        mapping: Option<&NameMapping>,
+        plan: &EvolutionPlan,
+        needs_mapping: bool,
+    ) -> Result<()> {
+        if !plan.changes_schema() {
+            return self
+                .keep_mapping_current(table, current, mapping, needs_mapping)
+                .await;
+        }
+        let schema = plan.schema.as_ref().expect("a compatible plan has a schema");
+        let mapping = updated_name_mapping(table, schema, needs_mapping)?;
+        commit_schema(&self.add.catalog, table, schema, mapping.as_ref()).await?;
+        self.result.schema_commits += 1;
+        tracing::info!(table = %self.name, changes = plan.applied_changes().count(), "schema evolved");
+        Ok(())
     }
 
     /// Files without field ids are read through the table's name mapping; makes sure there
@@ -874,7 +914,7 @@ impl Run<'_> {
 /// The plan creating the table from the window's groups. Without field addition the planner
 /// creates it from the schema most inputs share, and here the inputs are files: each group
 /// is planned once per file, and the plan folded back onto the groups.
-fn creation_plan(config: &outflow_core::SchemaEvolutionConfig, groups: &[Group]) -> EvolutionPlan {
+fn creation_plan(config: &SchemaEvolutionConfig, groups: &[Group]) -> EvolutionPlan {
     // One group, or field addition (the union does not count inputs): plan the groups.
     if groups.len() == 1 || config.allows(outflow_core::SchemaEvolutionOption::AllowFieldAddition) {
         let inputs: Vec<InputSchema> = groups.iter().map(|g| g.input.clone()).collect();
@@ -904,6 +944,14 @@ fn creation_plan(config: &outflow_core::SchemaEvolutionConfig, groups: &[Group])
         change.inputs = folded;
     }
     plan
+}
+
+/// The schema and partition spec `table` would have once evolved to `schema` (a dry run
+/// does not commit it).
+fn simulate_evolution(table: &Table, schema: &Schema) -> Result<(IcebergSchema, PartitionSpec)> {
+    let iceberg = to_iceberg_schema(schema, 0)?;
+    let spec = rebind(table.metadata().default_partition_spec(), &iceberg)?;
+    Ok((iceberg, spec))
 }
 
 /// The table's partition spec over an evolved schema (field ids unchanged).
