@@ -678,7 +678,7 @@ dead_letter: failed.ndjson
         )
         .unwrap();
         let err = file.parse::<SinkSpec>().unwrap_err();
-        assert!(err.to_string().contains("unknown variant `nosuchsink`"), "{err}");
+        assert!(err.to_string().contains("unknown sink `nosuchsink`"), "{err}");
         assert!(err.to_string().contains("line 3"), "{err}");
         // Commands that never touch the sink read the rest of the job all the same.
         let job = file.parse::<IgnoredAny>().unwrap();

@@ -130,7 +130,9 @@ fn a_missing_or_unknown_sink_is_named() {
         .arg(&path)
         .assert()
         .code(2)
-        .stderr(contains("line 4").and(contains("unknown variant `kafka`")));
+        .stderr(contains("line 4").and(contains(
+            "unknown sink `kafka`, expected one of iceberg, bigquery, bigtable",
+        )));
 }
 
 #[test]

@@ -232,7 +232,15 @@ impl Admin {
             )
             .with_context("table", t.to_string())
             .with_source(e)),
-            Err(e) => Err(e.with_context("table", t.to_string())),
+            // A writer racing this one may have created it, and the service says so in
+            // other words (the emulator answers INVALID_ARGUMENT): look again first.
+            Err(e) => match self.get(t).await {
+                Ok(Some(existing)) => {
+                    tracing::debug!(table = %t, error = %e, "created by another writer meanwhile");
+                    Ok((existing, false))
+                }
+                _ => Err(e.with_context("table", t.to_string())),
+            },
         }
     }
 
