@@ -1,7 +1,8 @@
 //! An `outflow` built without some features: a job that needs one exits 2 and says which
-//! command builds it. `scripts/test.sh` runs this file against a build with the Iceberg
-//! sink only (`cargo test -p outflow-cli --no-default-features --features iceberg --test
-//! features`); in a build with every feature it has nothing to test.
+//! command builds it. Run against a build with the Iceberg sink only: `cargo test -p
+//! outflow-cli --no-default-features --features iceberg --test features` (docs/testing.md
+//! says why the test command leaves it out); in a build with every feature it has nothing
+//! to test.
 #![cfg(any(not(feature = "engine"), not(feature = "bigquery")))]
 
 use std::path::Path;
