@@ -38,8 +38,8 @@ use crate::table_ref::TableRef;
 
 /// Where an exactly-once sink stood: per table, its stream and the offset of the next
 /// append, and how many input rows it had been given. Take it with
-/// [`BigQuerySink::checkpoint`] after a `write` or `flush` returns; a sink built with
-/// [`BigQuerySinkBuilder::resume_from`] continues from it when given the same input from row
+/// [`BigQuerySink::checkpoint`] after a `write` or `flush` returns; a sink opened with
+/// [`BigQuerySink::resume`] continues from it when given the same input from row
 /// `rows` on, in the same batches. Requests a killed writer had sent are then recognized
 /// (ALREADY_EXISTS at their offsets) instead of written twice.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,7 +149,7 @@ impl Shared {
                 Some(name) => {
                     let staging = t.with_table(name);
                     self.admin.get(&staging).await?.ok_or_else(|| {
-                        Error::not_found("table", &staging).with_context("field", "resume_from")
+                        Error::not_found("table", &staging).with_context("field", "checkpoint")
                     })?
                 }
                 None => {
@@ -230,7 +230,7 @@ impl BigQuerySink {
     pub async fn resume(options: BigQuerySinkOptions, checkpoint: Checkpoint) -> Result<BigQuerySink> {
         if !checkpoint.streams.is_empty() && options.write_method != WriteMethod::ExactlyOnce {
             return Err(Error::invalid_config(
-                "resume_from",
+                "checkpoint",
                 "streams can only be resumed with write_method exactly_once",
             ));
         }
