@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{repo_root, require_env, run_json};
+use crate::served::ServedReader;
+use crate::{repo_root, require_env};
+
+/// `bigquery_tool.py serve`, for the whole test binary.
+static TOOL: ServedReader = ServedReader::new("bigquery");
 
 /// Where the emulator listens, and the Python that runs the reader.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,29 +40,31 @@ impl BigQueryEnv {
         repo_root().join("tests/readers/python/bigquery_tool.py")
     }
 
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.python);
-        c.arg(Self::tool()).args(args).args(["--endpoint", &self.rest]);
-        c
+    /// Runs one of the tool's subcommands (kept running for the test binary) against the
+    /// emulator and returns the JSON document it prints.
+    fn call(&self, args: &[&str]) -> serde_json::Value {
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.extend(["--endpoint".to_string(), self.rest.clone()]);
+        TOOL.request(
+            || {
+                let mut c = Command::new(&self.python);
+                c.arg(Self::tool()).arg("serve");
+                c
+            },
+            &args,
+        )
     }
 
     /// Creates `dataset` with Google's Python client (tables need one; sinks create tables
     /// only).
     pub fn create_dataset(&self, dataset: &str) {
-        let script = "import sys\n\
-from google.cloud import bigquery\n\
-from google.auth.credentials import AnonymousCredentials\n\
-from google.api_core.client_options import ClientOptions\n\
-project, endpoint, dataset = sys.argv[1:4]\n\
-client = bigquery.Client(project=project, credentials=AnonymousCredentials(), client_options=ClientOptions(api_endpoint=endpoint))\n\
-client.create_dataset(dataset)\n";
-        crate::run(Command::new(&self.python).args(["-c", script, &self.project, &self.rest, dataset]));
+        self.call(&["create-dataset", "--project", &self.project, "--dataset", dataset]);
     }
 
     /// A table as Google's Python client reads it: `{"schema": [...], "num_rows": N,
     /// "rows": [...]}` (see the script for the value conventions).
     pub fn read_table(&self, dataset: &str, table: &str) -> serde_json::Value {
-        run_json(&mut self.command(&[
+        self.call(&[
             "read",
             "--project",
             &self.project,
@@ -66,7 +72,7 @@ client.create_dataset(dataset)\n";
             dataset,
             "--table",
             table,
-        ]))
+        ])
     }
 
     /// Starts a reader that runs `sql` again and again, appending each result to a file,
@@ -77,8 +83,9 @@ client.create_dataset(dataset)\n";
         let out = dir.join("results.jsonl");
         let stop = dir.join("stop");
         let max = max_seconds.to_string();
-        let child = self
-            .command(&[
+        let child = Command::new(&self.python)
+            .arg(Self::tool())
+            .args([
                 "poll",
                 "--project",
                 &self.project,
@@ -90,6 +97,8 @@ client.create_dataset(dataset)\n";
                 stop.to_str().expect("utf-8 path"),
                 "--max-seconds",
                 &max,
+                "--endpoint",
+                &self.rest,
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

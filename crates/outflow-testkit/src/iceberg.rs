@@ -9,7 +9,13 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::{python, require_env, run_json};
+use crate::served::ServedReader;
+use crate::{python, require_env};
+
+/// PyIceberg's `iceberg_tool.py serve`, for the whole test binary.
+static PYICEBERG: ServedReader = ServedReader::new("pyiceberg");
+/// The Java reader's `serve`, for the whole test binary.
+static JAVA: ServedReader = ServedReader::new("java");
 
 /// An independent Iceberg implementation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,26 +95,38 @@ impl TestCatalog {
         }
     }
 
-    fn command(&self, reader: Reader, verb: &str, table: &str) -> Command {
-        let mut cmd = match reader {
-            Reader::PyIceberg => {
-                let mut c = Command::new(python());
-                c.arg(require_env("OUTFLOW_ICEBERG_TOOL"));
-                c
-            }
-            Reader::Java => {
-                let mut c = Command::new("java");
-                c.arg("-jar").arg(require_env("OUTFLOW_JAVA_READER_JAR"));
-                c
-            }
-        };
-        cmd.arg(verb).args(self.args()).arg("--table").arg(table);
-        cmd
+    /// Runs `verb` on `table` with `reader`'s tool (kept running for the test binary),
+    /// with `extra` arguments, and returns the JSON document it prints.
+    fn call(&self, reader: Reader, verb: &str, table: &str, extra: &[String]) -> Value {
+        let mut args = vec![verb.to_string()];
+        args.extend(self.args());
+        args.extend(["--table".to_string(), table.to_string()]);
+        args.extend(extra.iter().cloned());
+        match reader {
+            Reader::PyIceberg => PYICEBERG.request(
+                || {
+                    let mut c = Command::new(python());
+                    c.arg(require_env("OUTFLOW_ICEBERG_TOOL")).arg("serve");
+                    c
+                },
+                &args,
+            ),
+            Reader::Java => JAVA.request(
+                || {
+                    let mut c = Command::new("java");
+                    c.arg("-jar")
+                        .arg(require_env("OUTFLOW_JAVA_READER_JAR"))
+                        .arg("serve");
+                    c
+                },
+                &args,
+            ),
+        }
     }
 
     /// Reads `table` (`ns.name`) with `reader`, as canonical JSON.
     pub fn read(&self, reader: Reader, table: &str) -> Value {
-        run_json(&mut self.command(reader, "read", table))
+        self.call(reader, "read", table, &[])
     }
 
     /// Reads `table` with both readers, asserts they agree, and returns what they read.
@@ -122,24 +140,27 @@ impl TestCatalog {
     /// PyIceberg's counts of a table too large to dump: `rows`, `snapshots`, and for the
     /// integer `column` its `distinct`, `min`, `max` and `sum`.
     pub fn column_stats(&self, table: &str, column: &str) -> Value {
-        let mut cmd = self.command(Reader::PyIceberg, "column-stats", table);
-        cmd.arg("--column").arg(column);
-        run_json(&mut cmd)
+        self.call(
+            Reader::PyIceberg,
+            "column-stats",
+            table,
+            &["--column".to_string(), column.to_string()],
+        )
     }
 
     /// Has PyIceberg create `table` from a Parquet file's schema (when missing) and append
     /// its rows. `extra` holds further arguments (`--partition-field day(ts)`...).
     pub fn pyiceberg_create_and_append(&self, table: &str, parquet: &Path, extra: &[&str]) -> Value {
-        let mut cmd = self.command(Reader::PyIceberg, "create-and-append", table);
-        cmd.arg("--parquet").arg(parquet).args(extra);
-        run_json(&mut cmd)
+        let mut args = vec!["--parquet".to_string(), parquet.display().to_string()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        self.call(Reader::PyIceberg, "create-and-append", table, &args)
     }
 
     /// Has PyIceberg register existing Parquet files (`add_files`).
     pub fn pyiceberg_add_files(&self, table: &str, files: &[PathBuf]) -> Value {
-        let mut cmd = self.command(Reader::PyIceberg, "add-files", table);
-        cmd.arg("--files").args(files);
-        run_json(&mut cmd)
+        let mut args = vec!["--files".to_string()];
+        args.extend(files.iter().map(|f| f.display().to_string()));
+        self.call(Reader::PyIceberg, "add-files", table, &args)
     }
 }
 

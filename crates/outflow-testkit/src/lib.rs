@@ -12,6 +12,7 @@ use std::process::Command;
 pub mod bigquery;
 pub mod bigtable;
 pub mod iceberg;
+pub mod served;
 
 /// The repository root (where `Cargo.toml` of the workspace lies).
 pub fn repo_root() -> PathBuf {

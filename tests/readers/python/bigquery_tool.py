@@ -4,6 +4,10 @@
     bigquery_tool.py read --project P --dataset D --table T [--endpoint URL]
     bigquery_tool.py query --project P --sql SQL [--endpoint URL]
     bigquery_tool.py poll --project P --sql SQL --out FILE --stop-file F [--max-seconds N]
+    bigquery_tool.py create-dataset --project P --dataset D [--endpoint URL]
+    bigquery_tool.py serve   (read, query and create-dataset, one request a line: the
+                              arguments separated by tabs; one answer a line,
+                              {"ok": true, "doc": ...} or {"ok": false, "error": ...})
 
 `read` prints one line of compact JSON with sorted keys:
 
@@ -193,7 +197,7 @@ def poll(args) -> None:
             out.flush()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("read", help="print a table's schema, numRows and rows as JSON")
@@ -212,14 +216,43 @@ def main() -> None:
     w.add_argument("--stop-file", required=True)
     w.add_argument("--max-seconds", type=float, default=120.0)
     w.add_argument("--endpoint", help="REST endpoint (default: $OUTFLOW_BIGQUERY_REST)")
-    args = parser.parse_args()
+    d = sub.add_parser("create-dataset", help="create a dataset (sinks create tables only)")
+    d.add_argument("--project", required=True)
+    d.add_argument("--dataset", required=True)
+    d.add_argument("--endpoint", help="REST endpoint (default: $OUTFLOW_BIGQUERY_REST)")
+    args = parser.parse_args(argv)
     if args.command == "read":
         print(canonical(read(args)))
     elif args.command == "query":
         print(canonical({"rows": query(client_for(args), args.sql)}))
     elif args.command == "poll":
         poll(args)
+    elif args.command == "create-dataset":
+        client_for(args).create_dataset(args.dataset)
+        print(canonical({"dataset": args.dataset}))
+
+
+def serve() -> None:
+    """Runs subcommands read from stdin, one a line, so a test binary starts Python once."""
+    import contextlib
+    import io
+    import traceback
+
+    for line in sys.stdin:
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                main(line.rstrip("\n").split("\t"))
+            answer = '{"ok":true,"doc":' + out.getvalue().strip() + "}"
+        except BaseException as e:  # argparse and client_for exit; the client raises
+            traceback.print_exc(file=sys.stderr)
+            answer = canonical({"ok": False, "error": f"{type(e).__name__}: {e}"})
+        sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["serve"]:
+        serve()
+    else:
+        main()

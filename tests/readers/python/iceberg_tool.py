@@ -7,6 +7,9 @@ Subcommands (all take --catalog-type sql|rest, --catalog-name, --uri, --warehous
   create-and-append  create the table from a Parquet file's Arrow schema (if missing) and
                      append the file's rows
   add-files          register existing Parquet files with PyIceberg's add_files
+  serve              answer many of the above in one process: each stdin line is one
+                     subcommand's arguments separated by tabs, each answer one stdout line,
+                     {"ok": true, "doc": DOCUMENT} or {"ok": false, "error": MESSAGE}
 
 The canonical JSON is byte-identical to what the Java reader (tests/readers/java) prints for
 the same table: compact, keys sorted, ASCII only, rows read with the table's CURRENT schema and
@@ -460,5 +463,28 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"{args.command} failed: {type(e).__name__}: {e}")
 
 
+def serve() -> None:
+    """Runs subcommands read from stdin, one a line, so a test binary starts Python once."""
+    import contextlib
+    import io
+
+    for line in sys.stdin:
+        argv = line.rstrip("\n").split("\t")
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                main(argv)
+            answer = '{"ok":true,"doc":' + out.getvalue().strip() + "}"
+        except SystemExit:
+            answer = canonical({"ok": False, "error": err.getvalue().strip() or "exited"})
+        except Exception as e:  # main() turns failures into SystemExit; anything else too
+            answer = canonical({"ok": False, "error": f"{type(e).__name__}: {e}"})
+        sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["serve"]:
+        serve()
+    else:
+        main()

@@ -1,7 +1,10 @@
 package outflow.reader;
 
+import java.io.BufferedReader;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -27,6 +30,11 @@ import org.apache.iceberg.catalog.TableIdentifier;
  *
  * Prints one canonical JSON document (see {@link TableDump}) on stdout; exits non-zero with a
  * message on stderr when anything fails.
+ *
+ * <p>{@code java -jar reader.jar serve} answers many reads in one JVM, so that a test binary
+ * pays for starting Java once: each line on stdin is one {@code read}'s arguments separated
+ * by tabs, and each answer is one line on stdout, {@code {"ok":true,"doc":DOCUMENT}} or
+ * {@code {"ok":false,"error":MESSAGE}}. It ends at the end of stdin.
  */
 public final class Main {
   private Main() {}
@@ -62,6 +70,39 @@ public final class Main {
     if (args.length == 0) {
       throw new UsageException("missing subcommand");
     }
+    if ("serve".equals(args[0])) {
+      serve();
+      return 0;
+    }
+    PrintStream out =
+        new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+    out.print(read(args));
+    out.print('\n');
+    out.flush();
+    return 0;
+  }
+
+  private static void serve() throws IOException {
+    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    PrintStream out =
+        new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+    String line;
+    while ((line = in.readLine()) != null) {
+      String answer;
+      try {
+        answer = "{\"ok\":true,\"doc\":" + read(line.split("\t", -1)) + "}";
+      } catch (Throwable t) {
+        t.printStackTrace(System.err);
+        answer = "{\"ok\":false,\"error\":" + CanonicalJson.write(t.toString()) + "}";
+      }
+      out.print(answer);
+      out.print('\n');
+      out.flush();
+    }
+  }
+
+  /** One {@code read}: the table's canonical JSON document. */
+  private static String read(String[] args) throws Exception {
     if (!"read".equals(args[0])) {
       throw new UsageException("unknown subcommand '" + args[0] + "'");
     }
@@ -137,21 +178,14 @@ public final class Main {
     TableIdentifier ident = parseIdentifier(tableName);
     Catalog catalog =
         CatalogUtil.buildIcebergCatalog(opts.get("catalog-name"), props, new Configuration());
-    String json;
     try {
       Table table = catalog.loadTable(ident);
-      json = TableDump.dump(tableName, table);
+      return TableDump.dump(tableName, table);
     } finally {
       if (catalog instanceof AutoCloseable) {
         ((AutoCloseable) catalog).close();
       }
     }
-    PrintStream out =
-        new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
-    out.print(json);
-    out.print('\n');
-    out.flush();
-    return 0;
   }
 
   /** Accepts a JDBC URI as is; turns PyIceberg's SQLAlchemy form sqlite:////abs into JDBC's. */
