@@ -11,7 +11,7 @@ use datafusion::prelude::SessionContext;
 use outflow_bigquery::{
     BigQuerySink, BigQuerySinkOptions, ConnectionOptions, FieldType, TableField, TableSchema,
 };
-use outflow_core::Sink;
+use outflow_core::{PrepareDestination, Sink};
 use outflow_datafusion::{SinkSpec, SinkTable};
 use outflow_testkit::bigquery::BigQueryEnv;
 
@@ -80,6 +80,15 @@ fn events_schema() -> Arc<Schema> {
     ]))
 }
 
+/// Creates `dataset.events` before a statement's writers meet it: three writers creating
+/// one table at once race in the emulator, whose DuckLake catalog can show one of them the
+/// table before its columns (the service creates a table atomically). What these tests are
+/// about is the commit, not that race.
+async fn create_events(options: &BigQuerySinkOptions) {
+    let sink = BigQuerySink::connect(options.clone()).await.unwrap();
+    sink.preparer().prepare("events", &events_schema()).await.unwrap();
+}
+
 /// A source of `partitions` partitions of `per_partition` ids each (from 1), in batches of
 /// 100 rows, so every writer appends many requests.
 fn source(partitions: i64, per_partition: i64) -> MemTable {
@@ -116,8 +125,9 @@ async fn three_writers_commit_their_pending_streams_together() {
     let env = BigQueryEnv::from_env();
     let dataset = outflow_testkit::unique_name("dfpar");
     env.create_dataset(&dataset);
-    let spec = SinkSpec::BigQuery(Box::new(events_options(&env, &dataset)));
-    let table = SinkTable::from_spec(events_schema(), spec);
+    let options = events_options(&env, &dataset);
+    create_events(&options).await;
+    let table = SinkTable::from_spec(events_schema(), SinkSpec::BigQuery(Box::new(options)));
     let ctx = SessionContext::new();
     ctx.register_table("source", Arc::new(source(3, 1000))).unwrap();
     ctx.register_table("events", Arc::new(table.clone())).unwrap();
@@ -144,8 +154,13 @@ async fn three_writers_commit_their_pending_streams_together() {
             .unwrap()
             .value(0)
     };
-    assert_eq!((column("count"), column("failed")), (3000, 0));
     let result = table.last_result().unwrap();
+    assert_eq!(
+        (column("count"), column("failed")),
+        (3000, 0),
+        "{:?}",
+        result.failed.first()
+    );
     let stats = &result.destinations[&format!("{}.{dataset}.events", env.project)];
     assert_eq!(stats.rows, 3000);
     assert_eq!(
@@ -160,8 +175,9 @@ async fn a_writer_failing_midway_commits_no_writer_s_rows() {
     let env = BigQueryEnv::from_env();
     let dataset = outflow_testkit::unique_name("dffail");
     env.create_dataset(&dataset);
-    let spec = SinkSpec::BigQuery(Box::new(events_options(&env, &dataset)));
-    let table = SinkTable::from_spec(events_schema(), spec);
+    let options = events_options(&env, &dataset);
+    create_events(&options).await;
+    let table = SinkTable::from_spec(events_schema(), SinkSpec::BigQuery(Box::new(options)));
     let ctx = SessionContext::new();
     ctx.register_table("source", Arc::new(source(3, 1000))).unwrap();
     ctx.register_table("events", Arc::new(table)).unwrap();
