@@ -5,7 +5,10 @@
 //! nodes. This crate provides:
 //!
 //! - two binaries, `outflow-scheduler` and `outflow-executor`: Ballista's own scheduler and
-//!   executor (same flags), started with Outflow's codecs;
+//!   executor, started with Outflow's codecs, taking the Ballista flags an Outflow cluster
+//!   needs (same names and defaults; `--help` lists them). Ballista's full flag parsing
+//!   is left out on purpose: it pulls in the AWS SDK for S3 object stores, a minute of
+//!   compiling that Outflow's local-file and catalog paths do not use;
 //! - [`connect`]: a DataFusion `SessionContext` whose statements run on such a cluster.
 //!
 //! ```no_run
@@ -33,6 +36,7 @@
 use std::sync::Arc;
 
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
+use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
 use datafusion::error::Result;
 use datafusion::execution::SessionStateBuilder;
@@ -40,6 +44,24 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use outflow_datafusion::{OutflowLogicalCodec, OutflowPhysicalCodec};
+
+/// How a scheduler hands tasks to executors, as the binaries' flags spell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SchedulingPolicy {
+    /// Executors ask for tasks; the scheduler reruns a lost executor's tasks elsewhere.
+    PullStaged,
+    /// The scheduler offers tasks to executors (Ballista's default).
+    PushStaged,
+}
+
+impl From<SchedulingPolicy> for TaskSchedulingPolicy {
+    fn from(policy: SchedulingPolicy) -> Self {
+        match policy {
+            SchedulingPolicy::PullStaged => TaskSchedulingPolicy::PullStaged,
+            SchedulingPolicy::PushStaged => TaskSchedulingPolicy::PushStaged,
+        }
+    }
+}
 
 /// Ballista's logical codec with Outflow's tables.
 pub fn logical_codec() -> Arc<dyn LogicalExtensionCodec> {
