@@ -143,7 +143,9 @@ async fn create_table(config: &CatalogConfig, schema: &SchemaRef) -> IcebergCata
     let catalog = IcebergCatalog::connect(config).await.expect("catalog");
     // The planner numbers the fields, as it does when a sink creates a table.
     let input = InputSchema::new(Schema::from_arrow(schema).expect("schema"));
-    let plan = EvolutionPlanner::new(&Default::default()).plan(&[input]);
+    let plan = EvolutionPlanner::new(&Default::default())
+        .plan(&[input])
+        .expect("plan");
     let iceberg = to_iceberg_schema(plan.schema.as_ref().expect("a schema"), 0).expect("schema");
     catalog
         .create_table(

@@ -41,7 +41,7 @@ pub(crate) async fn prepare_table(
             return Err(Error::not_found("table", name).with_context("create_disposition", "create_never"));
         }
         None => {
-            let plan = EvolutionPlanner::new(options.schema_evolution()).plan(slice::from_ref(input));
+            let plan = EvolutionPlanner::new(options.schema_evolution()).plan(slice::from_ref(input))?;
             let schema = creatable_schema(&plan, name)?;
             create_with_name_mapping(catalog, &ident, &schema, options.table_options()).await?
         }
@@ -150,7 +150,7 @@ fn plan_against(config: &SchemaEvolutionConfig, table: &Table, input: &InputSche
     if let Some(mapping) = &mapping {
         planner = planner.name_mapping(mapping);
     }
-    Ok(planner.plan(slice::from_ref(input)))
+    planner.plan(slice::from_ref(input))
 }
 
 /// A table after [`evolve`]: the plan its input was given, and the table as it is now.
@@ -237,7 +237,10 @@ impl IcebergPreparer {
             if options.create_disposition() == CreateDisposition::CreateNever {
                 return failed(Error::not_found("table", destination));
             }
-            let plan = EvolutionPlanner::new(options.schema_evolution()).plan(slice::from_ref(&input));
+            let plan = match EvolutionPlanner::new(options.schema_evolution()).plan(slice::from_ref(&input)) {
+                Ok(plan) => plan,
+                Err(e) => return failed(e),
+            };
             let (mut out, error) = match creatable_schema(&plan, destination) {
                 Ok(_) => (DestinationPlan::new(destination, PlannedAction::Create), None),
                 Err(e) => (DestinationPlan::failed(destination, &e), Some(e)),

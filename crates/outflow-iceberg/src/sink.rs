@@ -28,7 +28,7 @@ use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use iceberg::writer::file_writer::location_generator::DefaultFileNameGenerator;
 use outflow_core::evolution::Verdict;
-use outflow_core::schema::{InputSchema, Schema, conform_batch};
+use outflow_core::schema::{InputSchema, NameMapping, Schema, conform_batch_mapped};
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
     Error, ErrorKind, FailedRecord, IncompatibleSchemaHandling, Prepared, Result, Sink, TwoPhaseSink,
@@ -37,7 +37,7 @@ use outflow_core::{
 
 use crate::admin::{IcebergPreparer, evolve, prepare_table};
 use crate::client::{IcebergCatalog, IcebergResultExt};
-use crate::commit::{CommitOutcome, DataCommit, SnapshotKind, commit_data};
+use crate::commit::{CommitOutcome, DataCommit, SnapshotKind, commit_data, name_mapping};
 use crate::options::IcebergSinkOptions;
 use crate::schema::{from_iceberg_schema, parse_table_ident};
 use crate::staged::StagedFiles;
@@ -315,6 +315,8 @@ struct TableWriter {
     table: Table,
     schema: Arc<Schema>,
     arrow: SchemaRef,
+    /// The table's name mapping, which the planner matched the input through too.
+    mapping: Option<NameMapping>,
     /// The last input schema that fit the table as it is: batches of it skip planning.
     fitting: Option<SchemaRef>,
     files: Option<ParallelWriters>,
@@ -333,6 +335,7 @@ impl TableWriter {
             ident,
             schema: Arc::new(Schema::default()),
             arrow: Arc::new(ArrowSchema::empty()),
+            mapping: None,
             table,
             fitting: None,
             files: None,
@@ -350,11 +353,13 @@ impl TableWriter {
         self.schema = Arc::new(from_iceberg_schema(current));
         self.arrow =
             Arc::new(schema_to_arrow_schema(current).doing(format_args!("mapping {} to Arrow", self.name))?);
+        self.mapping = name_mapping(&self.table)?;
         Ok(())
     }
 
     fn conform(&self, batch: &RecordBatch) -> Result<RecordBatch> {
-        conform_batch(batch, &self.arrow).map_err(|e| e.with_context("table", self.name.clone()))
+        conform_batch_mapped(batch, &self.arrow, self.mapping.as_ref())
+            .map_err(|e| e.with_context("table", self.name.clone()))
     }
 
     /// Plans `input` against the table and makes the schema change the plan calls for;

@@ -110,10 +110,10 @@ pub fn plan_evolution(
 ) -> Result<EvolutionPlan> {
     let input = planning_input(input, table)?;
     let planner = EvolutionPlanner::new(config);
-    Ok(match table {
+    match table {
         Some(t) => planner.table(t).plan(std::slice::from_ref(&input)),
         None => planner.plan(std::slice::from_ref(&input)),
-    })
+    }
 }
 
 /// Table administration for one sink.

@@ -6,6 +6,7 @@
 //! (red). Without colour the marks carry the meaning alone.
 
 use outflow_core::evolution::{ChangeKind, SchemaChange, Verdict};
+use outflow_core::schema::{quote_name, split_path};
 use outflow_core::{DestinationPlan, EvolutionPlan, PlannedAction};
 
 use super::{Paint, Style};
@@ -41,20 +42,21 @@ fn render_evolution(plan: &EvolutionPlan, style: Style, out: &mut String) {
         // (sorted by path) would only repeat them.
         for field in &schema.fields {
             let required = if field.required { " not null" } else { "" };
-            tree.child(&field.name).labels.push(style.paint(
-                Paint::Green,
-                &format!("+ {}: {}{required}", field.name, field.data_type),
-            ));
+            let name = quote_name(&field.name);
+            tree.child(&name)
+                .labels
+                .push(style.paint(Paint::Green, &format!("+ {name}: {}{required}", field.data_type)));
         }
         changes.retain(|c| !(c.applied && c.kind == ChangeKind::Addition));
     }
     for change in changes {
         let mut node = &mut tree;
-        for segment in change.path.split('.') {
-            node = node.child(segment);
+        let names = split_path(&change.path).unwrap_or_else(|_| vec![change.path.clone()]);
+        for name in &names {
+            node = node.child(&quote_name(name));
         }
-        let name = change.path.rsplit('.').next().unwrap_or(&change.path);
-        node.labels.push(label(change, name, style));
+        let name = names.last().map(|n| quote_name(n)).unwrap_or_default();
+        node.labels.push(label(change, &name, style));
     }
     if tree.children.is_empty() {
         out.push_str("  no schema changes\n");

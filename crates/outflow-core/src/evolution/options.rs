@@ -87,7 +87,8 @@ impl SchemaEvolutionConfig {
         !self.options.is_empty()
     }
 
-    /// The pinned columns: dotted paths that must stay required and hold no nulls.
+    /// The pinned columns: paths that must stay required and hold no nulls, written the
+    /// one way [`join_path`](crate::schema::join_path) writes them.
     pub fn required_columns(&self) -> &[String] {
         &self.required_columns
     }
@@ -95,6 +96,15 @@ impl SchemaEvolutionConfig {
     /// Whether `path` is pinned.
     pub fn is_required_column(&self, path: &str) -> bool {
         self.required_columns.iter().any(|p| p == path)
+    }
+
+    /// The pinned columns at or below `path` (the column itself or its descendants).
+    pub fn required_columns_under(&self, path: &str) -> impl Iterator<Item = &str> {
+        let parent = crate::schema::path_names(path);
+        self.required_columns
+            .iter()
+            .filter(move |p| crate::schema::path_names(p).starts_with(&parent))
+            .map(String::as_str)
     }
 
     /// What happens to incompatible inputs: as given, else `fail`.
@@ -209,6 +219,8 @@ impl SchemaEvolutionConfigBuilder {
         let mut required_columns = Vec::new();
         for path in self.required_columns {
             validate_column_path(&path)?;
+            // One spelling per column: `a`.b and a.b are the same path.
+            let path = crate::schema::path_of(&crate::schema::path_names(&path));
             if !required_columns.contains(&path) {
                 required_columns.push(path);
             }
@@ -223,7 +235,8 @@ impl SchemaEvolutionConfigBuilder {
     }
 }
 
-/// Checks a dotted column path: non-blank, no empty segment.
+/// Checks a column path: non-blank, no empty segment, backtick quotes closed (a name
+/// with a dot in it is written `` `a.b` ``).
 pub fn validate_column_path(path: &str) -> Result<()> {
     if path.trim().is_empty() {
         return Err(Error::invalid_config(
@@ -231,13 +244,9 @@ pub fn validate_column_path(path: &str) -> Result<()> {
             "a column path is blank",
         ));
     }
-    if path.split('.').any(|s| s.trim().is_empty()) {
-        return Err(Error::invalid_config(
-            "required_columns",
-            format!("column path {path:?} has an empty segment"),
-        ));
-    }
-    Ok(())
+    crate::schema::split_path(path)
+        .map(drop)
+        .map_err(|why| Error::invalid_config("required_columns", format!("column {why}")))
 }
 
 /// The serialized form: only the settings given, so a round trip rebuilds the same config.

@@ -265,7 +265,10 @@ mod tests {
             Field::optional("extra", DataType::Primitive(PrimitiveType::Int)),
         ]));
         let config = SchemaEvolutionConfig::disabled();
-        EvolutionPlanner::new(&config).table(&table).plan(&[input])
+        EvolutionPlanner::new(&config)
+            .table(&table)
+            .plan(&[input])
+            .unwrap()
     }
 
     #[test]

@@ -23,9 +23,11 @@ use super::options::{SchemaEvolutionConfig, SchemaEvolutionOption};
 use super::plan::{ChangeKind, EvolutionPlan, InputVerdict, Reason, SchemaChange, Verdict};
 use crate::UnverifiableFileHandling;
 use crate::schema::{
-    DataType, Field, InputSchema, LIST_ELEMENT, MAP_KEY, MAP_VALUE, MappedField, NameMapping, NullCount,
-    PrimitiveType, Schema, join_path,
+    ColumnKey, DataType, Field, InputSchema, LIST_ELEMENT, MAP_KEY, MAP_VALUE, MappedField, NameMapping,
+    NullCount, PrimitiveType, Schema, join_path, match_level, path_names, quote_name, split_last_name,
+    trusts_ids,
 };
+use crate::{Error, Result};
 
 /// A change's identity while the plan is assembled: path, kind, from, to, applied.
 type ChangeKey = (String, ChangeKind, Option<String>, Option<String>, bool);
@@ -69,8 +71,9 @@ impl<'a> EvolutionPlanner<'a> {
         self
     }
 
-    /// Plans the window.
-    pub fn plan(&self, inputs: &[InputSchema]) -> EvolutionPlan {
+    /// Plans the window. Fails only on a bug in the planner (an internal error naming the
+    /// column it could not change), never because of what the inputs hold.
+    pub fn plan(&self, inputs: &[InputSchema]) -> Result<EvolutionPlan> {
         let mut order: Vec<usize> = (0..inputs.len()).collect();
         let keys: Vec<String> = inputs
             .iter()
@@ -89,7 +92,10 @@ impl<'a> EvolutionPlanner<'a> {
                 let mut table = base.without_ids();
                 table.assign_missing_ids(0);
                 for path in self.config.required_columns() {
-                    set_required(&mut table, path);
+                    // A pinned column the base input lacks is planned as missing.
+                    if table.field_at(path).is_some() {
+                        set_required(&mut table, path)?;
+                    }
                 }
                 self.plan_against(&table, true, inputs, &order)
             }
@@ -103,14 +109,14 @@ impl<'a> EvolutionPlanner<'a> {
         creating: bool,
         inputs: &[InputSchema],
         order: &[usize],
-    ) -> EvolutionPlan {
+    ) -> Result<EvolutionPlan> {
         let analyses = self.compare_inputs(table, inputs, order);
         let admission = self.admit_inputs(order, &analyses, creating);
         let needs = ColumnNeeds::gather(&analyses, &admission.alive);
-        let schema = self.evolve_schema(table, creating, &needs, &admission.unions);
+        let schema = self.evolve_schema(table, creating, &needs, &admission.unions)?;
         let changes = list_changes(creating, &schema, &needs, &analyses, &admission);
         let verdicts = verdicts(creating, &analyses, &admission);
-        EvolutionPlan {
+        Ok(EvolutionPlan {
             current: if creating { None } else { Some(table.clone()) },
             schema: if creating && admission.alive.is_empty() {
                 None
@@ -120,7 +126,7 @@ impl<'a> EvolutionPlanner<'a> {
             creates_table: creating,
             changes,
             verdicts,
-        }
+        })
     }
 
     /// Pass 1: what each input needs of the table's existing columns, and what it adds.
@@ -143,7 +149,7 @@ impl<'a> EvolutionPlanner<'a> {
             config: self.config,
             input,
             out: Analysis::default(),
-            use_ids: ids_agree(&table.fields, &input.schema.fields),
+            use_ids: trusts_ids(table, self.name_mapping, &input.schema),
         };
         cx.level(&table.fields, mapping, &input.schema.fields, "", "", false);
         // Pinned columns the table does not have yet must be in every input, null-free.
@@ -272,13 +278,13 @@ impl<'a> EvolutionPlanner<'a> {
         creating: bool,
         needs: &ColumnNeeds,
         unions: &[(String, Union)],
-    ) -> Schema {
+    ) -> Result<Schema> {
         let mut schema = table.clone();
         for path in needs.relaxations.keys() {
-            set_optional(&mut schema, path);
+            set_optional(&mut schema, path)?;
         }
         for (path, (_, to, _)) in &needs.promotions {
-            set_type(&mut schema, path, *to);
+            set_type(&mut schema, path, *to)?;
         }
         let mut next_id = self.last_column_id.max(table.max_field_id());
         let assign_ids = creating || table.max_field_id() > 0;
@@ -289,9 +295,9 @@ impl<'a> EvolutionPlanner<'a> {
                 next_id = holder.assign_missing_ids(next_id);
                 field = holder.fields.pop().expect("one field");
             }
-            insert_field(&mut schema, path, field);
+            insert_field(&mut schema, path, field)?;
         }
-        schema
+        Ok(schema)
     }
 }
 
@@ -638,35 +644,35 @@ impl Compare<'_> {
         input_prefix: &str,
         under: bool,
     ) {
-        let mut matched: Vec<Option<&Field>> = vec![None; table_fields.len()];
-        for field in input_fields {
-            match self.matching(table_fields, mapping, field) {
-                Some(t) if matched[t].is_none() => matched[t] = Some(field),
-                Some(t) => {
-                    let path = join_path(table_prefix, &table_fields[t].name);
-                    let first = matched[t].map(|f| f.name.as_str()).unwrap_or_default();
-                    self.incompatible(
-                        &path,
-                        format!(
-                            "input columns {first} and {} both resolve to this column",
-                            field.name
-                        ),
-                    );
-                }
-                None => self.out.additions.push(Addition {
-                    path: join_path(table_prefix, &field.name),
-                    input_path: join_path(input_prefix, &field.name),
-                    field: field.clone(),
-                }),
-            }
+        let table_keys: Vec<ColumnKey> = table_fields.iter().map(ColumnKey::from).collect();
+        let input_keys: Vec<ColumnKey> = input_fields.iter().map(ColumnKey::from).collect();
+        let found = match_level(self.use_ids, &table_keys, mapping, &input_keys);
+        for &(t, first, later) in &found.duplicates {
+            let path = join_path(table_prefix, &table_fields[t].name);
+            self.incompatible(
+                &path,
+                format!(
+                    "input columns {} and {} both resolve to this column",
+                    quote_name(&input_fields[first].name),
+                    quote_name(&input_fields[later].name)
+                ),
+            );
         }
-        for (table_field, input_field) in table_fields.iter().zip(matched) {
+        for &i in &found.unmatched {
+            let field = &input_fields[i];
+            self.out.additions.push(Addition {
+                path: join_path(table_prefix, &field.name),
+                input_path: join_path(input_prefix, &field.name),
+                field: field.clone(),
+            });
+        }
+        for (table_field, input) in table_fields.iter().zip(found.table_to_input) {
             let path = join_path(table_prefix, &table_field.name);
             let children = table_field
                 .id
                 .map(|id| NameMapping::children(mapping, id))
                 .unwrap_or(&[]);
-            match input_field {
+            match input.map(|i| &input_fields[i]) {
                 None => self.missing(table_field, &path),
                 Some(input_field) => {
                     let input_path = join_path(input_prefix, &input_field.name);
@@ -676,20 +682,17 @@ impl Compare<'_> {
         }
     }
 
-    fn matching(&self, table_fields: &[Field], mapping: &[MappedField], field: &Field) -> Option<usize> {
-        if self.use_ids {
-            return table_fields
-                .iter()
-                .position(|t| t.id.is_some() && t.id == field.id);
-        }
-        NameMapping::lookup(mapping, &field.name)
-            .and_then(|id| table_fields.iter().position(|t| t.id == Some(id)))
-            .or_else(|| table_fields.iter().position(|t| t.name == field.name))
-    }
-
     fn missing(&mut self, table_field: &Field, path: &str) {
-        if self.config.is_required_column(path) {
-            self.incompatible(path, "the input lacks this required (pinned) column".into());
+        let pinned: Vec<String> = self
+            .config
+            .required_columns_under(path)
+            .map(str::to_string)
+            .collect();
+        if !pinned.is_empty() {
+            // A pinned column is missing when it is, and when a struct above it is.
+            for pinned in pinned {
+                self.incompatible(&pinned, "the input lacks this required (pinned) column".into());
+            }
         } else if table_field.required {
             self.need_relaxation(
                 path,
@@ -736,8 +739,18 @@ impl Compare<'_> {
                 );
             }
             (DataType::Map { map: table }, DataType::Map { map: input }) => {
+                // A map key is never null, in Iceberg and in Arrow: an input declaring
+                // optional keys cannot be written, and no table key is ever relaxed.
+                let mut key = input.key.clone();
+                if !key.required {
+                    self.incompatible(
+                        &join_path(path, MAP_KEY),
+                        "the input declares the map's keys optional; map keys cannot be null".into(),
+                    );
+                    key.required = true;
+                }
                 for (t, i, segment) in [
-                    (&table.key, &input.key, MAP_KEY),
+                    (&table.key, &key, MAP_KEY),
                     (&table.value, &input.value, MAP_VALUE),
                 ] {
                     let children = t.id.map(|id| NameMapping::children(mapping, id)).unwrap_or(&[]);
@@ -801,18 +814,17 @@ impl Compare<'_> {
 
     /// Checks a pinned column the table does not have yet.
     fn new_pinned(&mut self, path: &str) {
+        let wanted = path_names(path);
+        // The input's path of the pinned column: the addition above it, then the rest.
         let found = self.out.additions.iter().find_map(|add| {
-            let rest = if path == add.path {
-                Some("")
-            } else {
-                path.strip_prefix(add.path.as_str())
-                    .filter(|r| r.starts_with('.'))
-            }?;
-            Some(format!("{}{rest}", add.input_path))
+            let rest = wanted.strip_prefix(path_names(&add.path).as_slice())?;
+            let mut names = path_names(&add.input_path);
+            names.extend(rest.iter().cloned());
+            Some(names)
         });
-        let located = found.and_then(|input_path| {
-            field_at_tracking_containers(&self.input.schema, &input_path)
-                .map(|(f, under)| (input_path, f.clone(), under))
+        let located = found.and_then(|names| {
+            field_at_tracking_containers(&self.input.schema, &names)
+                .map(|(f, under)| (crate::schema::path_of(&names), f.clone(), under))
         });
         match located {
             None => self.incompatible(path, "the input lacks this required (pinned) column".into()),
@@ -897,18 +909,14 @@ impl Compare<'_> {
     }
 }
 
-/// The field at `path` in `schema`, and whether a list or map lies above it.
-fn field_at_tracking_containers<'s>(schema: &'s Schema, path: &str) -> Option<(&'s Field, bool)> {
-    let mut segments = path.split('.');
-    let mut field = schema.field(segments.next()?)?;
+/// The field at the path of `names` in `schema`, and whether a list or map lies above it.
+fn field_at_tracking_containers<'s>(schema: &'s Schema, names: &[String]) -> Option<(&'s Field, bool)> {
+    let (first, rest) = names.split_first()?;
+    let mut field = schema.field(first)?;
     let mut under = false;
-    for segment in segments {
+    for name in rest {
         under |= field.data_type.is_container();
-        field = field
-            .data_type
-            .children()
-            .into_iter()
-            .find(|c| c.name == segment)?;
+        field = field.data_type.children().into_iter().find(|c| &c.name == name)?;
     }
     Some((field, under))
 }
@@ -1115,44 +1123,6 @@ fn nth_children<'f>(winners: &[(usize, &'f Field)], n: usize) -> Vec<(usize, &'f
         .collect()
 }
 
-/// Whether an input's field ids can be trusted to identify the table's columns: every
-/// field has one, and none contradicts the table (an id the table gives another name,
-/// or a name the table gives another id).
-fn ids_agree(table: &[Field], input: &[Field]) -> bool {
-    fn level(table: Option<&[Field]>, all_table_ids: &BTreeSet<i32>, input: &[Field]) -> bool {
-        input.iter().all(|f| {
-            let Some(id) = f.id else { return false };
-            let here = table.and_then(|t| t.iter().find(|t| t.id == Some(id)));
-            match here {
-                Some(t) if t.name == f.name => {
-                    let children: Vec<Field> = t.data_type.children().into_iter().cloned().collect();
-                    let input_children: Vec<Field> = f.data_type.children().into_iter().cloned().collect();
-                    level(Some(&children), all_table_ids, &input_children)
-                }
-                Some(_) => false,
-                None => {
-                    let name_taken = table.is_some_and(|t| t.iter().any(|t| t.name == f.name));
-                    if name_taken || all_table_ids.contains(&id) {
-                        return false;
-                    }
-                    let input_children: Vec<Field> = f.data_type.children().into_iter().cloned().collect();
-                    level(None, all_table_ids, &input_children)
-                }
-            }
-        })
-    }
-    if input.is_empty() {
-        return false;
-    }
-    let mut ids = BTreeSet::new();
-    Schema::new(table.to_vec()).visit(|_, f, _| {
-        if let Some(id) = f.id {
-            ids.insert(id);
-        }
-    });
-    level(Some(table), &ids, input)
-}
-
 /// The schema most inputs share (ignoring ids); ties go to the first in canonical order.
 fn most_common_schema(inputs: &[InputSchema], order: &[usize]) -> Schema {
     let mut counts: Vec<(Schema, usize)> = Vec::new();
@@ -1171,48 +1141,56 @@ fn most_common_schema(inputs: &[InputSchema], order: &[usize]) -> Schema {
         .unwrap_or_default()
 }
 
-fn field_at_mut<'s>(schema: &'s mut Schema, path: &str) -> Option<&'s mut Field> {
-    let mut segments = path.split('.');
-    let first = segments.next()?;
-    let mut field = schema.fields.iter_mut().find(|f| f.name == first)?;
-    for segment in segments {
+/// The field at `path`; the planner only edits paths it found, so a miss is a bug in it.
+fn field_at_mut<'s>(schema: &'s mut Schema, path: &str) -> Result<&'s mut Field> {
+    let not_found = || Error::internal(format!("the planner's schema has no column {path} to change"));
+    let names = path_names(path);
+    let (first, rest) = names.split_first().ok_or_else(not_found)?;
+    let mut field = schema
+        .fields
+        .iter_mut()
+        .find(|f| &f.name == first)
+        .ok_or_else(not_found)?;
+    for name in rest {
         field = field
             .data_type
             .children_mut()
             .into_iter()
-            .find(|c| c.name == segment)?;
+            .find(|c| &c.name == name)
+            .ok_or_else(not_found)?;
     }
-    Some(field)
+    Ok(field)
 }
 
-fn set_optional(schema: &mut Schema, path: &str) {
-    if let Some(f) = field_at_mut(schema, path) {
-        f.required = false;
-    }
+fn set_optional(schema: &mut Schema, path: &str) -> Result<()> {
+    field_at_mut(schema, path)?.required = false;
+    Ok(())
 }
 
-fn set_required(schema: &mut Schema, path: &str) {
-    if let Some(f) = field_at_mut(schema, path) {
-        f.required = true;
-    }
+fn set_required(schema: &mut Schema, path: &str) -> Result<()> {
+    field_at_mut(schema, path)?.required = true;
+    Ok(())
 }
 
-fn set_type(schema: &mut Schema, path: &str, t: PrimitiveType) {
-    if let Some(f) = field_at_mut(schema, path) {
-        f.data_type = DataType::Primitive(t);
-    }
+fn set_type(schema: &mut Schema, path: &str, t: PrimitiveType) -> Result<()> {
+    field_at_mut(schema, path)?.data_type = DataType::Primitive(t);
+    Ok(())
 }
 
-fn insert_field(schema: &mut Schema, path: &str, field: Field) {
-    match path.rsplit_once('.') {
-        None => schema.fields.push(field),
-        Some((parent, _)) => {
-            if let Some(DataType::Struct { fields }) = field_at_mut(schema, parent).map(|p| &mut p.data_type)
-            {
-                fields.push(field);
+fn insert_field(schema: &mut Schema, path: &str, field: Field) -> Result<()> {
+    match split_last_name(path) {
+        (None, _) => schema.fields.push(field),
+        (Some(parent), _) => match &mut field_at_mut(schema, &parent)?.data_type {
+            DataType::Struct { fields } => fields.push(field),
+            other => {
+                return Err(Error::internal(format!(
+                    "the planner adds column {path} under {parent}, a {} rather than a struct",
+                    other.kind()
+                )));
             }
-        }
+        },
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ fn plan(t: Option<&Schema>, c: &SchemaEvolutionConfig, inputs: &[InputSchema]) -
     if let Some(t) = t {
         p = p.table(t);
     }
-    p.plan(inputs)
+    p.plan(inputs).expect("the planner plans")
 }
 
 fn verdicts(p: &EvolutionPlan) -> Vec<Verdict> {
@@ -585,18 +585,21 @@ fn inputs_with_agreeing_ids_match_by_id_across_a_rename() {
     let by_id = EvolutionPlanner::new(&c)
         .table(&t)
         .name_mapping(&mapping)
-        .plan(&[InputSchema::new(old.clone())]);
+        .plan(&[InputSchema::new(old.clone())])
+        .unwrap();
     assert_eq!(verdicts(&by_id), [Verdict::Fits]);
     // Without ids: the name mapping resolves the old name.
     let by_name = EvolutionPlanner::new(&c)
         .table(&t)
         .name_mapping(&mapping)
-        .plan(&[InputSchema::new(old.without_ids())]);
+        .plan(&[InputSchema::new(old.without_ids())])
+        .unwrap();
     assert_eq!(verdicts(&by_name), [Verdict::Fits]);
     // Without ids or mapping, the old name is a new column, refused.
     let unmapped = EvolutionPlanner::new(&c)
         .table(&t)
-        .plan(&[InputSchema::new(old.without_ids())]);
+        .plan(&[InputSchema::new(old.without_ids())])
+        .unwrap();
     assert_eq!(verdicts(&unmapped), [Verdict::Incompatible]);
 }
 
@@ -646,6 +649,126 @@ fn render_names_changes_and_inputs() {
         "{text}"
     );
     assert!(text.contains("b.parquet: incompatible"), "{text}");
+}
+
+// Dotted names, map keys, pinned nested columns, loud edits.
+
+#[test]
+fn a_column_with_a_dot_in_its_name_is_added_once() {
+    let t = table(vec![Field::required("id", Long)]);
+    let c = config(&[AllowFieldAddition, AllowFieldRelaxation]);
+    let inputs = [input(vec![
+        Field::required("id", Long),
+        Field::optional("user.id", String),
+        Field::optional("s", DataType::structure(vec![Field::optional("a.b", Int)])),
+    ])];
+    let first = plan(Some(&t), &c, &inputs);
+    let evolved = first.schema.clone().unwrap();
+    assert!(evolved.field("user.id").is_some(), "{evolved}");
+    assert!(evolved.field_at("s.`a.b`").is_some(), "{evolved}");
+    let paths: Vec<&str> = first.changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["`user.id`", "s"]);
+    // Replanning against the evolved table changes nothing.
+    let second = plan(Some(&evolved), &c, &inputs);
+    assert!(!second.changes_schema(), "{second}");
+    assert_eq!(verdicts(&second), [Verdict::Fits]);
+}
+
+#[test]
+fn a_dotted_column_is_relaxed_where_it_is() {
+    let t = table(vec![
+        Field::required("a", DataType::structure(vec![Field::required("b", Int)])),
+        Field::required("a.b", Int),
+    ]);
+    let c = config(&[AllowFieldRelaxation]);
+    let p = plan(
+        Some(&t),
+        &c,
+        &[input(vec![Field::required(
+            "a",
+            DataType::structure(vec![Field::required("b", Int)]),
+        )])],
+    );
+    let evolved = p.schema.unwrap();
+    assert!(!evolved.field("a.b").unwrap().required, "{evolved}");
+    assert!(evolved.field_at("a.b").unwrap().required, "{evolved}");
+}
+
+#[test]
+fn a_pinned_column_with_a_dot_in_its_name_is_found() {
+    let t = table(vec![Field::required("user.id", Long)]);
+    let c = pinned(&[AllowFieldAddition], &["`user.id`"]);
+    let with = input(vec![Field::required("user.id", Long)]).with_null_count("`user.id`", 0);
+    assert_eq!(verdicts(&plan(Some(&t), &c, &[with])), [Verdict::Fits]);
+    let without = input(vec![Field::required("other", Long)]);
+    let p = plan(Some(&t), &c, &[without]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert_eq!(p.verdicts[0].reasons[0].path, "`user.id`");
+}
+
+#[test]
+fn a_pinned_column_under_a_missing_struct_is_missing() {
+    let t = table(vec![
+        Field::required("id", Long),
+        Field::optional("s", DataType::structure(vec![Field::required("x", Int)])),
+    ]);
+    let c = pinned(&[AllowFieldRelaxation], &["s.x"]);
+    let p = plan(Some(&t), &c, &[input(vec![Field::required("id", Long)])]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert_eq!(p.verdicts[0].reasons[0].path, "s.x");
+    assert!(
+        p.verdicts[0].reasons[0]
+            .message
+            .contains("lacks this required (pinned) column")
+    );
+}
+
+#[test]
+fn map_keys_are_never_relaxed() {
+    // Built by hand: `DataType::map` makes keys required, as every input from Arrow is.
+    let map = |key_required: bool| DataType::Map {
+        map: Box::new(crate::schema::MapFields {
+            key: Field {
+                required: key_required,
+                ..Field::optional("key", String)
+            },
+            value: Field::optional("value", Int),
+        }),
+    };
+    let t = table(vec![Field::optional("m", map(true))]);
+    let c = config(&[AllowFieldRelaxation, AllowFieldAddition]);
+    let p = plan(Some(&t), &c, &[input(vec![Field::optional("m", map(false))])]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert_eq!(p.verdicts[0].reasons[0].path, "m.key");
+    assert!(p.schema.unwrap().field_at("m.key").unwrap().required);
+    assert!(p.changes.iter().all(|c| c.kind != ChangeKind::Relaxation));
+}
+
+#[test]
+fn inputs_with_ids_follow_a_rename_without_a_name_mapping() {
+    let t = table(vec![Field::required("id", Long), Field::optional("renamed", Int)]);
+    let mut old = t.clone();
+    old.fields[1].name = "original".into();
+    let p = plan(
+        Some(&t),
+        &config(&[]),
+        &[InputSchema::new(old).with_null_count("id", 0)],
+    );
+    assert_eq!(verdicts(&p), [Verdict::Fits]);
+}
+
+#[test]
+fn schema_edits_on_a_path_that_is_not_there_are_internal_errors() {
+    let mut s = table(vec![Field::required("id", Long)]);
+    let err = set_optional(&mut s, "nope").unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Internal);
+    assert!(err.to_string().contains("nope"), "{err}");
+    let err = insert_field(&mut s, "id.x", Field::optional("x", Int)).unwrap_err();
+    assert!(err.to_string().contains("id.x"), "{err}");
+    // A parent with a dot in its name is found, not split.
+    let mut s = table(vec![Field::optional("a.b", DataType::structure(vec![]))]);
+    insert_field(&mut s, "`a.b`.c", Field::optional("c", Int)).unwrap();
+    assert!(s.field_at("`a.b`.c").is_some());
 }
 
 // Properties over random windows.

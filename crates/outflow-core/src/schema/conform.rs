@@ -13,21 +13,56 @@ use arrow_array::{
     Array, ArrayRef, LargeListArray, ListArray, MapArray, RecordBatch, StructArray, new_null_array,
 };
 use arrow_cast::{CastOptions, cast_with_options};
-use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
+use arrow_schema::{DataType, Field, FieldRef, Fields, SchemaRef};
 
-use super::join_path;
+use super::{
+    ColumnKey, FIELD_ID_KEY, LIST_ELEMENT, MAP_KEY, MAP_VALUE, MappedField, NameMapping, Schema, join_path,
+    match_level, quote_name, trusts_ids,
+};
 use crate::{Error, Result};
 
 /// Returns `batch` in exactly the `target` schema: columns matched by name at every level,
 /// optional columns the batch lacks filled with nulls, types cast (overflow and unparsable
 /// values are errors), and nulls in non-nullable target fields rejected.
 pub fn conform_batch(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
+    conform_batch_mapped(batch, target, None)
+}
+
+/// [`conform_batch`] for a table with a name mapping: columns are matched as the evolution
+/// planner matches them ([`match_level`]): by field id when the batch's ids can be trusted,
+/// else through the mapping (a column renamed since still matches its old name), else by
+/// name, so every column the planner found is written.
+pub fn conform_batch_mapped(
+    batch: &RecordBatch,
+    target: &SchemaRef,
+    mapping: Option<&NameMapping>,
+) -> Result<RecordBatch> {
+    let by_id = match (Schema::from_arrow(target), Schema::from_arrow(&batch.schema())) {
+        (Ok(table), Ok(input)) => trusts_ids(&table, mapping, &input),
+        _ => false,
+    };
+    let cx = Conform { by_id };
+    let level = mapping.map(|m| m.fields.as_slice()).unwrap_or_default();
+    let sources = cx.pick(
+        target.fields(),
+        level,
+        batch.schema().fields(),
+        batch.columns(),
+        "",
+    )?;
     let columns = target
         .fields()
         .iter()
-        .map(|field| {
-            let source = batch.column_by_name(field.name());
-            conform_column(source, batch.num_rows(), field, field.name(), None)
+        .zip(sources)
+        .map(|(field, source)| {
+            cx.column(
+                source,
+                batch.num_rows(),
+                field,
+                &join_path("", field.name()),
+                None,
+                level,
+            )
         })
         .collect::<Result<Vec<_>>>()?;
     let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
@@ -38,115 +73,179 @@ pub fn conform_batch(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBa
     )?)
 }
 
-/// Conforms one column. `parent_valid` masks rows where an enclosing struct is null (a
-/// required child may be null there).
-fn conform_column(
-    source: Option<&ArrayRef>,
-    len: usize,
-    target: &Field,
-    path: &str,
-    parent_valid: Option<&arrow_buffer::NullBuffer>,
-) -> Result<ArrayRef> {
-    let Some(source) = source else {
-        if !target.is_nullable() {
-            return Err(
-                Error::invalid_input(format!("column {path} is required, but the input lacks it"))
-                    .with_context("column", path.to_string()),
-            );
+/// The field id an Arrow field carries in its metadata.
+fn arrow_id(field: &Field) -> Option<i32> {
+    field.metadata().get(FIELD_ID_KEY).and_then(|v| v.parse().ok())
+}
+
+/// One batch's conforming: how its columns are matched.
+struct Conform {
+    by_id: bool,
+}
+
+impl Conform {
+    /// For each target field of one level, the source column matched to it.
+    fn pick<'a>(
+        &self,
+        targets: &Fields,
+        level: &[MappedField],
+        source_fields: &Fields,
+        columns: &'a [ArrayRef],
+        prefix: &str,
+    ) -> Result<Vec<Option<&'a ArrayRef>>> {
+        fn key(f: &FieldRef) -> ColumnKey<'_> {
+            ColumnKey {
+                id: arrow_id(f),
+                name: f.name(),
+            }
         }
-        return Ok(new_null_array(target.data_type(), len));
-    };
-    let source = unwrap_dictionary(source)?;
-    let out: ArrayRef = match (source.data_type(), target.data_type()) {
-        (DataType::Struct(_), DataType::Struct(children)) => {
-            let structs = source.as_any().downcast_ref::<StructArray>().expect("struct");
-            let valid = combine(parent_valid, structs.nulls());
-            let arrays = children
-                .iter()
-                .map(|child| {
-                    conform_column(
-                        structs.column_by_name(child.name()),
-                        structs.len(),
-                        child,
-                        &join_path(path, child.name()),
-                        valid.as_ref(),
-                    )
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Arc::new(StructArray::try_new(
-                children.clone(),
-                arrays,
-                structs.nulls().cloned(),
-            )?)
+        let table: Vec<ColumnKey> = targets.iter().map(key).collect();
+        let input: Vec<ColumnKey> = source_fields.iter().map(key).collect();
+        let found = match_level(self.by_id, &table, level, &input);
+        if let Some(&(t, first, later)) = found.duplicates.first() {
+            let path = join_path(prefix, targets[t].name());
+            return Err(Error::invalid_input(format!(
+                "input columns {} and {} both resolve to column {path}",
+                quote_name(source_fields[first].name()),
+                quote_name(source_fields[later].name())
+            ))
+            .with_context("column", path));
         }
-        (DataType::List(_) | DataType::LargeList(_), DataType::List(element)) => {
-            let list = as_list(&source)?;
-            let values = conform_column(
-                Some(list.values()),
-                list.values().len(),
-                element,
-                &join_path(path, "element"),
-                None,
-            )?;
-            Arc::new(ListArray::try_new(
-                element.clone(),
-                list.offsets().clone(),
-                values,
-                list.nulls().cloned(),
-            )?)
-        }
-        (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
-            let map = source.as_any().downcast_ref::<MapArray>().expect("map");
-            let DataType::Struct(kv) = entries.data_type() else {
-                return Err(Error::internal(format!(
-                    "column {path}: map entries are not a struct"
-                )));
-            };
-            let keys = conform_column(
-                Some(map.keys()),
-                map.keys().len(),
-                &kv[0],
-                &join_path(path, "key"),
-                None,
-            )?;
-            let values = conform_column(
-                Some(map.values()),
-                map.values().len(),
-                &kv[1],
-                &join_path(path, "value"),
-                None,
-            )?;
-            let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None)?;
-            Arc::new(MapArray::try_new(
-                entries.clone(),
-                map.offsets().clone(),
-                entries_array,
-                map.nulls().cloned(),
-                *sorted,
-            )?)
-        }
-        (from, to) if from == to => source.clone(),
-        (from, to) if is_nested(from) || is_nested(to) => {
-            return Err(
-                Error::invalid_input(format!("column {path}: the input has {from}, the table {to}"))
-                    .with_context("column", path.to_string()),
-            );
-        }
-        (from, to) => {
-            let options = CastOptions {
-                safe: false,
-                ..Default::default()
-            };
-            cast_with_options(&source, to, &options).map_err(|e| {
-                Error::invalid_input(format!("column {path}: cannot convert {from} to {to}: {e}"))
-                    .with_context("column", path.to_string())
-            })?
-        }
-    };
-    if !target.is_nullable() {
-        check_no_nulls(&out, path, parent_valid)?;
+        Ok(found
+            .table_to_input
+            .iter()
+            .map(|i| i.map(|i| &columns[i]))
+            .collect())
     }
-    Ok(out)
+
+    /// Conforms one column. `parent_valid` masks rows where an enclosing struct is null (a
+    /// required child may be null there); `level` is the name mapping's entries among
+    /// which `target` is.
+    fn column(
+        &self,
+        source: Option<&ArrayRef>,
+        len: usize,
+        target: &Field,
+        path: &str,
+        parent_valid: Option<&arrow_buffer::NullBuffer>,
+        level: &[MappedField],
+    ) -> Result<ArrayRef> {
+        let children_level = arrow_id(target)
+            .map(|id| NameMapping::children(level, id))
+            .unwrap_or_default();
+        let Some(source) = source else {
+            if !target.is_nullable() {
+                return Err(Error::invalid_input(format!(
+                    "column {path} is required, but the input lacks it"
+                ))
+                .with_context("column", path.to_string()));
+            }
+            return Ok(new_null_array(target.data_type(), len));
+        };
+        let source = unwrap_dictionary(source)?;
+        let out: ArrayRef = match (source.data_type(), target.data_type()) {
+            (DataType::Struct(_), DataType::Struct(children)) => {
+                let structs = source.as_any().downcast_ref::<StructArray>().expect("struct");
+                let valid = combine(parent_valid, structs.nulls());
+                let sources = self.pick(
+                    children,
+                    children_level,
+                    structs.fields(),
+                    structs.columns(),
+                    path,
+                )?;
+                let arrays = children
+                    .iter()
+                    .zip(sources)
+                    .map(|(child, source)| {
+                        self.column(
+                            source,
+                            structs.len(),
+                            child,
+                            &join_path(path, child.name()),
+                            valid.as_ref(),
+                            children_level,
+                        )
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Arc::new(StructArray::try_new(
+                    children.clone(),
+                    arrays,
+                    structs.nulls().cloned(),
+                )?)
+            }
+            (DataType::List(_) | DataType::LargeList(_), DataType::List(element)) => {
+                let list = as_list(&source)?;
+                let values = self.column(
+                    Some(list.values()),
+                    list.values().len(),
+                    element,
+                    &join_path(path, LIST_ELEMENT),
+                    None,
+                    children_level,
+                )?;
+                Arc::new(ListArray::try_new(
+                    element.clone(),
+                    list.offsets().clone(),
+                    values,
+                    list.nulls().cloned(),
+                )?)
+            }
+            (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
+                let map = source.as_any().downcast_ref::<MapArray>().expect("map");
+                let DataType::Struct(kv) = entries.data_type() else {
+                    return Err(Error::internal(format!(
+                        "column {path}: map entries are not a struct"
+                    )));
+                };
+                let keys = self.column(
+                    Some(map.keys()),
+                    map.keys().len(),
+                    &kv[0],
+                    &join_path(path, MAP_KEY),
+                    None,
+                    children_level,
+                )?;
+                let values = self.column(
+                    Some(map.values()),
+                    map.values().len(),
+                    &kv[1],
+                    &join_path(path, MAP_VALUE),
+                    None,
+                    children_level,
+                )?;
+                let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None)?;
+                Arc::new(MapArray::try_new(
+                    entries.clone(),
+                    map.offsets().clone(),
+                    entries_array,
+                    map.nulls().cloned(),
+                    *sorted,
+                )?)
+            }
+            (from, to) if from == to => source.clone(),
+            (from, to) if is_nested(from) || is_nested(to) => {
+                return Err(Error::invalid_input(format!(
+                    "column {path}: the input has {from}, the table {to}"
+                ))
+                .with_context("column", path.to_string()));
+            }
+            (from, to) => {
+                let options = CastOptions {
+                    safe: false,
+                    ..Default::default()
+                };
+                cast_with_options(&source, to, &options).map_err(|e| {
+                    Error::invalid_input(format!("column {path}: cannot convert {from} to {to}: {e}"))
+                        .with_context("column", path.to_string())
+                })?
+            }
+        };
+        if !target.is_nullable() {
+            check_no_nulls(&out, path, parent_valid)?;
+        }
+        Ok(out)
+    }
 }
 
 fn is_nested(t: &DataType) -> bool {
@@ -323,6 +422,81 @@ mod tests {
         let a = s.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(a.value(0), 7);
         assert!(s.is_null(1));
+    }
+
+    /// A table whose column 2 was renamed from `original` to `renamed` by another engine.
+    fn renamed_table() -> (SchemaRef, NameMapping) {
+        let target = Arc::new(Schema::new(vec![
+            id_field("id", DataType::Int64, false, 1),
+            id_field("renamed", DataType::Int64, true, 2),
+        ]));
+        let mapping = NameMapping::from_json(
+            r#"[{"field-id":1,"names":["id"]},{"field-id":2,"names":["original","renamed"]}]"#,
+        )
+        .unwrap();
+        (target, mapping)
+    }
+
+    fn ids_and(name: &str, field: Field) -> RecordBatch {
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(name, DataType::Int64, false), field])),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2])),
+                Arc::new(Int64Array::from(vec![10, 20])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_renamed_column_is_written_under_its_old_name_through_the_mapping() {
+        let (target, mapping) = renamed_table();
+        let input = ids_and("id", Field::new("original", DataType::Int64, true));
+        let out = conform_batch_mapped(&input, &target, Some(&mapping)).unwrap();
+        let values = out.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(values.values(), &[10, 20]);
+    }
+
+    #[test]
+    fn ids_follow_a_rename_without_a_mapping() {
+        let (target, _) = renamed_table();
+        let input = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                id_field("id", DataType::Int64, false, 1),
+                id_field("original", DataType::Int64, true, 2),
+            ])),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2])),
+                Arc::new(Int64Array::from(vec![10, 20])),
+            ],
+        )
+        .unwrap();
+        let out = conform_batch(&input, &target).unwrap();
+        let values = out.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(values.values(), &[10, 20]);
+    }
+
+    #[test]
+    fn two_columns_for_one_table_column_is_an_error_naming_both() {
+        let (target, mapping) = renamed_table();
+        let input = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("original", DataType::Int64, true),
+                Field::new("renamed", DataType::Int64, true),
+                Field::new("id", DataType::Int64, false),
+            ])),
+            vec![
+                Arc::new(Int64Array::from(vec![1])),
+                Arc::new(Int64Array::from(vec![2])),
+                Arc::new(Int64Array::from(vec![3])),
+            ],
+        )
+        .unwrap();
+        let err = conform_batch_mapped(&input, &target, Some(&mapping)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid input: input columns original and renamed both resolve to column renamed"
+        );
     }
 
     #[test]

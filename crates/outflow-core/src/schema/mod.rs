@@ -6,12 +6,15 @@
 //! nested structs, lists and maps. The evolution planner works on this model, and each sink
 //! converts it to its service's own.
 //!
-//! Columns are named by dotted paths. A list's element is `element` and a map's parts are
-//! `key` and `value`, as in Iceberg: `addresses.element.city`, `attrs.value.score`.
+//! Columns are named by dotted paths ([`path`](split_path)); a name with a dot in it is
+//! quoted in backticks. A list's element is `element` and a map's parts are `key` and
+//! `value`, as in Iceberg: `addresses.element.city`, `attrs.value.score`.
 
 mod arrow;
 mod conform;
+mod matching;
 mod name_mapping;
+mod path;
 mod stats;
 
 use std::fmt;
@@ -22,8 +25,11 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 pub use self::arrow::{FIELD_ID_KEY, JSON_EXTENSION, UUID_EXTENSION, field_to_arrow};
-pub use self::conform::conform_batch;
+pub use self::conform::{conform_batch, conform_batch_mapped};
+pub use self::matching::{ColumnKey, LevelMatch, match_level, trusts_ids};
 pub use self::name_mapping::{MappedField, NAME_MAPPING_PROPERTY, NameMapping};
+pub use self::path::{join_path, path_of, quote_name, split_path};
+pub(crate) use self::path::{names as path_names, split_last as split_last_name};
 pub use self::stats::{InputSchema, NullCount};
 
 /// The path segment naming a list's element.
@@ -32,15 +38,6 @@ pub const LIST_ELEMENT: &str = "element";
 pub const MAP_KEY: &str = "key";
 /// The path segment naming a map's value.
 pub const MAP_VALUE: &str = "value";
-
-/// Joins a parent path and a child name with a dot.
-pub fn join_path(parent: &str, name: &str) -> String {
-    if parent.is_empty() {
-        name.to_string()
-    } else {
-        format!("{parent}.{name}")
-    }
-}
 
 /// A primitive (non-nested) type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -407,16 +404,13 @@ impl Schema {
         self.fields.iter().find(|f| f.name == name)
     }
 
-    /// The field at a dotted path (`a.b`, `list.element.x`, `map.value.y`).
+    /// The field at a path (`a.b`, `list.element.x`, `map.value.y`, `` `a.b`.c ``).
     pub fn field_at(&self, path: &str) -> Option<&Field> {
-        let mut segments = path.split('.');
-        let mut field = self.field(segments.next()?)?;
-        for segment in segments {
-            field = field
-                .data_type
-                .children()
-                .into_iter()
-                .find(|c| c.name == segment)?;
+        let names = split_path(path).ok()?;
+        let (first, rest) = names.split_first()?;
+        let mut field = self.field(first)?;
+        for name in rest {
+            field = field.data_type.children().into_iter().find(|c| &c.name == name)?;
         }
         Some(field)
     }

@@ -45,8 +45,10 @@ impl NameMapping {
         }
     }
 
-    /// This mapping brought up to date with `schema`: fields new in the schema are added,
-    /// a renamed field gains its new name, and no existing name is dropped.
+    /// This mapping brought up to date with `schema`: fields new in the schema are added and
+    /// a renamed field gains its new name. A field's former names stay, except one that
+    /// another field now has: the name goes to the field that holds it now, as Iceberg's
+    /// own mapping updates do, so a name never resolves to two fields.
     pub fn updated_with(&self, schema: &Schema) -> NameMapping {
         NameMapping {
             fields: merge_level(&self.fields, &schema.fields),
@@ -97,6 +99,9 @@ fn mapped(field: &Field) -> MappedField {
 fn merge_level(existing: &[MappedField], fields: &[Field]) -> Vec<MappedField> {
     let mut out: Vec<MappedField> = existing.to_vec();
     for field in fields {
+        for other in out.iter_mut().filter(|m| m.field_id != field.id) {
+            other.names.retain(|n| *n != field.name);
+        }
         let children: Vec<Field> = field.data_type.children().into_iter().cloned().collect();
         match out
             .iter_mut()
@@ -162,5 +167,19 @@ mod tests {
             NameMapping::lookup(NameMapping::children(&updated.fields, 2), "element"),
             Some(3)
         );
+    }
+
+    #[test]
+    fn a_name_reused_by_a_new_field_leaves_the_old_one() {
+        let mut renamed = schema();
+        renamed.fields[0].name = "record_id".into();
+        let mapping = NameMapping::from_schema(&schema()).updated_with(&renamed);
+        let mut reused = renamed.clone();
+        reused
+            .fields
+            .push(Field::optional("id", PrimitiveType::String).with_id(4));
+        let updated = mapping.updated_with(&reused);
+        assert_eq!(updated.fields[0].names, vec!["record_id"]);
+        assert_eq!(NameMapping::lookup(&updated.fields, "id"), Some(4));
     }
 }

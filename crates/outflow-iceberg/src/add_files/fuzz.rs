@@ -486,7 +486,7 @@ fn plan_window(rng: &mut Rng, inputs: &mut [InputSchema]) {
         if let Some(m) = &mapping {
             planner = planner.name_mapping(m);
         }
-        planner.plan(inputs)
+        planner.plan(inputs).expect("the planner plans")
     };
     let plan = plan_of(inputs);
     assert_eq!(plan.verdicts.len(), inputs.len());

@@ -15,7 +15,7 @@ use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, PrimitiveType,
     Schema as IcebergSchema, Struct, Type,
 };
-use outflow_core::schema::{MappedField, NameMapping};
+use outflow_core::schema::{MappedField, NameMapping, split_path};
 
 use super::footer::FileFacts;
 use super::schema::{Encoding, Leaf, Stat, Unit};
@@ -74,8 +74,8 @@ pub(crate) fn resolve_leaves(
 fn mapped_id(top: &[MappedField], path: &str) -> Option<i32> {
     let mut level = top;
     let mut id = None;
-    for segment in path.split('.') {
-        let found = NameMapping::lookup(level, segment)?;
+    for name in split_path(path).ok()? {
+        let found = NameMapping::lookup(level, &name)?;
         level = NameMapping::children(level, found);
         id = Some(found);
     }

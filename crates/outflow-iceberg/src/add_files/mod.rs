@@ -731,7 +731,7 @@ impl Run<'_> {
     ) -> Result<ControlFlow<Decision, Option<EvolutionPlan>>> {
         let add = self.add;
         let config = &add.options.schema_evolution;
-        let plan = creation_plan(config, groups);
+        let plan = creation_plan(config, groups)?;
         let compatible = compatibility(&plan);
         let stop = !compatible.iter().any(|c| *c) || fails_on_incompatible(config, &compatible);
         if stop || config.dry_run() {
@@ -777,7 +777,7 @@ impl Run<'_> {
         if let Some(mapping) = &mapping {
             planner = planner.name_mapping(mapping);
         }
-        let plan = planner.plan(inputs);
+        let plan = planner.plan(inputs)?;
         let compatible = compatibility(&plan);
         let failing = fails_on_incompatible(config, &compatible);
         if config.dry_run() || failing || !compatible.iter().any(|c| *c) {
@@ -914,7 +914,7 @@ impl Run<'_> {
 /// The plan creating the table from the window's groups. Without field addition the planner
 /// creates it from the schema most inputs share, and here the inputs are files: each group
 /// is planned once per file, and the plan folded back onto the groups.
-fn creation_plan(config: &SchemaEvolutionConfig, groups: &[Group]) -> EvolutionPlan {
+fn creation_plan(config: &SchemaEvolutionConfig, groups: &[Group]) -> Result<EvolutionPlan> {
     // One group, or field addition (the union does not count inputs): plan the groups.
     if groups.len() == 1 || config.allows(outflow_core::SchemaEvolutionOption::AllowFieldAddition) {
         let inputs: Vec<InputSchema> = groups.iter().map(|g| g.input.clone()).collect();
@@ -928,7 +928,7 @@ fn creation_plan(config: &SchemaEvolutionConfig, groups: &[Group]) -> EvolutionP
             owner.push(g);
         }
     }
-    let mut plan = EvolutionPlanner::new(config).plan(&inputs);
+    let mut plan = EvolutionPlanner::new(config).plan(&inputs)?;
     let mut verdicts = Vec::with_capacity(groups.len());
     for g in 0..groups.len() {
         let first = owner
@@ -943,7 +943,7 @@ fn creation_plan(config: &SchemaEvolutionConfig, groups: &[Group]) -> EvolutionP
         folded.dedup();
         change.inputs = folded;
     }
-    plan
+    Ok(plan)
 }
 
 /// The schema and partition spec `table` would have once evolved to `schema` (a dry run
