@@ -121,7 +121,7 @@ fn ids_agree(
             Some((level, t)) => {
                 let renamed_from = mapping
                     .iter()
-                    .any(|m| m.field_id == Some(id) && m.names.iter().any(|n| *n == f.name));
+                    .any(|m| m.field_id == Some(id) && m.names.contains(&f.name));
                 if t.name != f.name && !renamed_from && name_held_by_another(level) {
                     return false;
                 }
