@@ -3,7 +3,10 @@
 //! Field ids travel in the Arrow field metadata key `PARQUET:field_id`, the key parquet-rs
 //! and iceberg-rust use. Arrow's integer widths collapse onto Iceberg's (`int8` to `int32`
 //! read as `int`, `uint32` as `long`); `uint64`, intervals, durations and unions have no
-//! lossless counterpart and are rejected with the column named.
+//! lossless counterpart and are rejected with the column named. Layouts are not types: a
+//! dictionary or run-end encoded column reads as its values, a view or large variant as
+//! the plain type, and every kind of list as a list; [`conform_batch`](super::conform_batch)
+//! writes each of them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -104,6 +107,7 @@ fn type_from_arrow(path: &str, t: &ArrowType, extension: Option<&str>) -> Result
         ArrowType::FixedSizeBinary(16) if extension == Some(UUID_EXTENSION) => p(P::Uuid),
         ArrowType::FixedSizeBinary(len) if *len >= 0 => p(P::Fixed(*len as u32)),
         ArrowType::Dictionary(_, value) => type_from_arrow(path, value, extension),
+        ArrowType::RunEndEncoded(_, values) => type_from_arrow(path, values.data_type(), extension),
         ArrowType::List(element)
         | ArrowType::LargeList(element)
         | ArrowType::ListView(element)
@@ -278,6 +282,49 @@ mod tests {
         ]);
         schema.assign_missing_ids(0);
         assert_eq!(Schema::from_arrow(&schema.to_arrow()).unwrap(), schema);
+    }
+
+    #[test]
+    fn encodings_and_list_layouts_read_as_their_values() {
+        let item = || Arc::new(ArrowField::new("item", ArrowType::Utf8View, true));
+        let runs = ArrowType::RunEndEncoded(
+            Arc::new(ArrowField::new("run_ends", ArrowType::Int32, false)),
+            Arc::new(ArrowField::new("values", ArrowType::Int64, true)),
+        );
+        let words = ArrowType::Dictionary(Box::new(ArrowType::Int8), Box::new(ArrowType::LargeUtf8));
+        let arrow = ArrowSchema::new(vec![
+            ArrowField::new("runs", runs, true),
+            ArrowField::new("words", words, false),
+            ArrowField::new("fixed", ArrowType::FixedSizeList(item(), 2), true),
+            ArrowField::new("view", ArrowType::LargeListView(item()), true),
+        ]);
+        let schema = Schema::from_arrow(&arrow).unwrap();
+        assert_eq!(
+            schema.field("runs").unwrap().data_type,
+            PrimitiveType::Long.into()
+        );
+        let words = schema.field("words").unwrap();
+        assert_eq!(
+            (&words.data_type, words.required),
+            (&PrimitiveType::String.into(), true)
+        );
+        let strings = DataType::list(Field::optional(LIST_ELEMENT, PrimitiveType::String));
+        assert_eq!(schema.field("fixed").unwrap().data_type, strings);
+        assert_eq!(schema.field("view").unwrap().data_type, strings);
+    }
+
+    #[test]
+    fn an_encoding_of_an_unsupported_type_names_the_column() {
+        let dictionary = ArrowType::Dictionary(Box::new(ArrowType::Int8), Box::new(ArrowType::Float16));
+        let element = ArrowField::new("item", dictionary, true);
+        let arrow = ArrowSchema::new(vec![ArrowField::new(
+            "l",
+            ArrowType::ListView(Arc::new(element)),
+            true,
+        )]);
+        let err = Schema::from_arrow(&arrow).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert_eq!(err.context_value("column"), Some("l.item"));
     }
 
     #[test]

@@ -2,18 +2,22 @@
 //!
 //! Sinks write what users give them into tables whose schema may differ in small, allowed
 //! ways: columns in another order, an optional column missing, a narrower type (`int` into
-//! `long`, milliseconds into microseconds), a dictionary or view encoding. [`conform_batch`]
+//! `long`, milliseconds into microseconds), a dictionary, run-end or view encoding, another
+//! kind of list (fixed-size, large, view). [`conform_batch`]
 //! produces a batch in exactly the target schema (names, order, types, field metadata such
 //! as Iceberg field ids) or fails naming the column, and the row where a value is to blame.
 //! It is where nulls in required columns are caught: some writers would store them as zeros.
 
 use std::sync::Arc;
 
+use arrow_array::cast::AsArray;
 use arrow_array::{
-    Array, ArrayRef, LargeListArray, ListArray, MapArray, RecordBatch, StructArray, new_null_array,
+    Array, ArrayRef, ListArray, MapArray, RecordBatch, StructArray, UInt32Array, new_null_array,
 };
+use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_cast::{CastOptions, cast_with_options};
-use arrow_schema::{DataType, Field, FieldRef, Fields, SchemaRef};
+use arrow_schema::{ArrowError, DataType, Field, FieldRef, Fields, SchemaRef};
+use arrow_select::take::take;
 
 use super::{
     ColumnKey, FIELD_ID_KEY, LIST_ELEMENT, MAP_KEY, MAP_VALUE, MappedField, NameMapping, Schema, join_path,
@@ -55,14 +59,12 @@ pub fn conform_batch_mapped(
         .iter()
         .zip(sources)
         .map(|(field, source)| {
-            cx.column(
-                source,
-                batch.num_rows(),
-                field,
-                &join_path("", field.name()),
-                None,
-                level,
-            )
+            let place = Place {
+                len: batch.num_rows(),
+                parent_valid: None,
+                rows: &Rows::Batch,
+            };
+            cx.column(source, field, &join_path("", field.name()), place, level)
         })
         .collect::<Result<Vec<_>>>()?;
     let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
@@ -118,16 +120,13 @@ impl Conform {
             .collect())
     }
 
-    /// Conforms one column. `parent_valid` masks rows where an enclosing struct is null (a
-    /// required child may be null there); `level` is the name mapping's entries among
-    /// which `target` is.
+    /// Conforms one column; `level` is the name mapping's entries among which `target` is.
     fn column(
         &self,
         source: Option<&ArrayRef>,
-        len: usize,
         target: &Field,
         path: &str,
-        parent_valid: Option<&arrow_buffer::NullBuffer>,
+        place: Place<'_>,
         level: &[MappedField],
     ) -> Result<ArrayRef> {
         let children_level = arrow_id(target)
@@ -140,13 +139,16 @@ impl Conform {
                 ))
                 .with_context("column", path.to_string()));
             }
-            return Ok(new_null_array(target.data_type(), len));
+            return Ok(new_null_array(target.data_type(), place.len));
         };
-        let source = unwrap_dictionary(source)?;
+        let at = |e: ArrowError| arrow_error(path, e);
+        let source = plain_layout(source).map_err(at)?;
         let out: ArrayRef = match (source.data_type(), target.data_type()) {
             (DataType::Struct(_), DataType::Struct(children)) => {
                 let structs = source.as_any().downcast_ref::<StructArray>().expect("struct");
-                let valid = combine(parent_valid, structs.nulls());
+                // The struct is absent wherever an enclosing one is: a required child may hold
+                // a null there, and Arrow accepts it only when this struct's own nulls hide it.
+                let valid = NullBuffer::union(place.parent_valid, structs.nulls());
                 let sources = self.pick(
                     children,
                     children_level,
@@ -158,38 +160,44 @@ impl Conform {
                     .iter()
                     .zip(sources)
                     .map(|(child, source)| {
+                        let child_place = Place {
+                            len: structs.len(),
+                            parent_valid: valid.as_ref(),
+                            rows: place.rows,
+                        };
                         self.column(
                             source,
-                            structs.len(),
                             child,
                             &join_path(path, child.name()),
-                            valid.as_ref(),
+                            child_place,
                             children_level,
                         )
                     })
                     .collect::<Result<Vec<_>>>()?;
-                Arc::new(StructArray::try_new(
-                    children.clone(),
-                    arrays,
-                    structs.nulls().cloned(),
-                )?)
+                Arc::new(StructArray::try_new(children.clone(), arrays, valid).map_err(at)?)
             }
-            (DataType::List(_) | DataType::LargeList(_), DataType::List(element)) => {
-                let list = as_list(&source)?;
+            (DataType::List(_), DataType::List(element)) => {
+                let list = compact(source.as_list::<i32>()).map_err(at)?;
+                let rows = Rows::List {
+                    offsets: list.offsets(),
+                    outer: place.rows,
+                };
                 let values = self.column(
                     Some(list.values()),
-                    list.values().len(),
                     element,
                     &join_path(path, LIST_ELEMENT),
-                    None,
+                    Place::values(list.values(), &rows),
                     children_level,
                 )?;
-                Arc::new(ListArray::try_new(
-                    element.clone(),
-                    list.offsets().clone(),
-                    values,
-                    list.nulls().cloned(),
-                )?)
+                Arc::new(
+                    ListArray::try_new(
+                        element.clone(),
+                        list.offsets().clone(),
+                        values,
+                        list.nulls().cloned(),
+                    )
+                    .map_err(at)?,
+                )
             }
             (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
                 let map = source.as_any().downcast_ref::<MapArray>().expect("map");
@@ -198,30 +206,35 @@ impl Conform {
                         "column {path}: map entries are not a struct"
                     )));
                 };
+                let rows = Rows::List {
+                    offsets: map.offsets(),
+                    outer: place.rows,
+                };
                 let keys = self.column(
                     Some(map.keys()),
-                    map.keys().len(),
                     &kv[0],
                     &join_path(path, MAP_KEY),
-                    None,
+                    Place::values(map.keys(), &rows),
                     children_level,
                 )?;
                 let values = self.column(
                     Some(map.values()),
-                    map.values().len(),
                     &kv[1],
                     &join_path(path, MAP_VALUE),
-                    None,
+                    Place::values(map.values(), &rows),
                     children_level,
                 )?;
-                let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None)?;
-                Arc::new(MapArray::try_new(
-                    entries.clone(),
-                    map.offsets().clone(),
-                    entries_array,
-                    map.nulls().cloned(),
-                    *sorted,
-                )?)
+                let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None).map_err(at)?;
+                Arc::new(
+                    MapArray::try_new(
+                        entries.clone(),
+                        map.offsets().clone(),
+                        entries_array,
+                        map.nulls().cloned(),
+                        *sorted,
+                    )
+                    .map_err(at)?,
+                )
             }
             (from, to) if from == to => source.clone(),
             (from, to) if is_nested(from) || is_nested(to) => {
@@ -242,71 +255,156 @@ impl Conform {
             }
         };
         if !target.is_nullable() {
-            check_no_nulls(&out, path, parent_valid)?;
+            check_no_nulls(&out, path, place)?;
         }
         Ok(out)
     }
 }
 
+/// Where a column's values sit in the batch.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    len: usize,
+    /// Rows where an enclosing struct is null; a required child may be null there.
+    parent_valid: Option<&'a NullBuffer>,
+    rows: &'a Rows<'a>,
+}
+
+impl<'a> Place<'a> {
+    /// The place of a list's or map's values: each value is its own row, under `rows`.
+    fn values(values: &ArrayRef, rows: &'a Rows<'a>) -> Self {
+        Place {
+            len: values.len(),
+            parent_valid: None,
+            rows,
+        }
+    }
+}
+
+/// How an index into a column maps back to the batch row that holds it, so that an error
+/// about a list's element names the row a user can find.
+enum Rows<'a> {
+    Batch,
+    List {
+        offsets: &'a OffsetBuffer<i32>,
+        outer: &'a Rows<'a>,
+    },
+}
+
+impl Rows<'_> {
+    fn batch_row(&self, index: usize) -> usize {
+        match self {
+            Rows::Batch => index,
+            Rows::List { offsets, outer } => {
+                // The last list starting at or before `index`: empty lists before it share
+                // its start, and the next one starts after `index`.
+                let list = offsets.partition_point(|&o| o as usize <= index) - 1;
+                outer.batch_row(list)
+            }
+        }
+    }
+}
+
+/// An Arrow error while reading or writing the column at `path`.
+pub(super) fn arrow_error(path: &str, e: ArrowError) -> Error {
+    Error::invalid_input(format!("column {path}: {e}"))
+        .with_context("column", path.to_string())
+        .with_source(e)
+}
+
 fn is_nested(t: &DataType) -> bool {
     matches!(
         t,
-        DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_) | DataType::Map(_, _)
+        DataType::Struct(_)
+            | DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+            | DataType::FixedSizeList(_, _)
+            | DataType::Map(_, _)
     )
 }
 
-/// Lists as `i32`-offset lists; a large list whose offsets fit is narrowed.
-fn as_list(source: &ArrayRef) -> Result<ListArray> {
-    if let Some(list) = source.as_any().downcast_ref::<ListArray>() {
+/// `array` with its dictionary and run-end encodings expanded, down to the layout that
+/// holds its values; its children keep theirs.
+pub(super) fn decoded(array: &ArrayRef) -> std::result::Result<ArrayRef, ArrowError> {
+    let mut array = array.clone();
+    loop {
+        let value_type = match array.data_type() {
+            DataType::Dictionary(_, value) => value.as_ref().clone(),
+            DataType::RunEndEncoded(_, values) => values.data_type().clone(),
+            _ => return Ok(array),
+        };
+        array = cast_with_options(&array, &value_type, &CastOptions::default())?;
+    }
+}
+
+/// `array` in the layouts a table's Arrow schema uses at its top: encodings expanded and
+/// every kind of list a `List`. The element is made nullable: the target field decides,
+/// and Arrow would otherwise refuse a dictionary whose values hold unused nulls.
+fn plain_layout(array: &ArrayRef) -> std::result::Result<ArrayRef, ArrowError> {
+    let array = decoded(array)?;
+    match array.data_type() {
+        DataType::List(element)
+        | DataType::LargeList(element)
+        | DataType::ListView(element)
+        | DataType::LargeListView(element)
+        | DataType::FixedSizeList(element, _) => {
+            let list = DataType::List(Arc::new(element.as_ref().clone().with_nullable(true)));
+            cast_with_options(&array, &list, &CastOptions::default())
+        }
+        _ => Ok(array),
+    }
+}
+
+/// The list holding only the values of its present lists. A null list may cover values
+/// (a fixed-size list always does) and a slice leaves values outside it; neither is data,
+/// so neither may fail a required element.
+fn compact(list: &ListArray) -> std::result::Result<ListArray, ArrowError> {
+    let offsets = list.offsets();
+    let span = |i: usize| offsets[i] as u32..offsets[i + 1] as u32;
+    let exact = offsets[0] == 0
+        && offsets[list.len()] as usize == list.values().len()
+        && (0..list.len()).all(|i| list.is_valid(i) || span(i).is_empty());
+    if exact {
         return Ok(list.clone());
     }
-    let large = source
-        .as_any()
-        .downcast_ref::<LargeListArray>()
-        .expect("large list");
-    let field: FieldRef = match large.data_type() {
-        DataType::LargeList(f) => f.clone(),
-        _ => unreachable!("checked by the caller"),
+    let mut indices = Vec::new();
+    let mut kept = Vec::with_capacity(list.len() + 1);
+    kept.push(0i32);
+    for i in 0..list.len() {
+        if list.is_valid(i) {
+            indices.extend(span(i));
+        }
+        kept.push(indices.len() as i32);
+    }
+    let DataType::List(element) = list.data_type() else {
+        unreachable!("a ListArray has a List type")
     };
-    let narrowed = cast_with_options(source, &DataType::List(field), &CastOptions::default())?;
-    Ok(narrowed
-        .as_any()
-        .downcast_ref::<ListArray>()
-        .expect("list")
-        .clone())
+    ListArray::try_new(
+        element.clone(),
+        OffsetBuffer::new(kept.into()),
+        take(list.values(), &UInt32Array::from(indices), None)?,
+        list.nulls().cloned(),
+    )
 }
 
-fn unwrap_dictionary(source: &ArrayRef) -> Result<ArrayRef> {
-    match source.data_type() {
-        DataType::Dictionary(_, value) => Ok(cast_with_options(source, value, &CastOptions::default())?),
-        _ => Ok(source.clone()),
-    }
-}
-
-fn combine(
-    parent: Option<&arrow_buffer::NullBuffer>,
-    own: Option<&arrow_buffer::NullBuffer>,
-) -> Option<arrow_buffer::NullBuffer> {
-    arrow_buffer::NullBuffer::union(parent, own)
-}
-
-fn check_no_nulls(
-    array: &ArrayRef,
-    path: &str,
-    parent_valid: Option<&arrow_buffer::NullBuffer>,
-) -> Result<()> {
-    if array.null_count() == 0 {
+fn check_no_nulls(array: &ArrayRef, path: &str, place: Place<'_>) -> Result<()> {
+    let Some(nulls) = array.logical_nulls() else {
         return Ok(());
-    }
+    };
     let offending =
-        (0..array.len()).find(|&i| array.is_null(i) && parent_valid.is_none_or(|p| p.is_valid(i)));
+        (0..nulls.len()).find(|&i| nulls.is_null(i) && place.parent_valid.is_none_or(|p| p.is_valid(i)));
     match offending {
         None => Ok(()),
-        Some(row) => Err(Error::invalid_input(format!(
-            "row {row}: column {path} is required, but the value is null"
-        ))
-        .with_context("column", path.to_string())
-        .with_context("row", row.to_string())),
+        Some(index) => {
+            let row = place.rows.batch_row(index);
+            Err(Error::invalid_input(format!(
+                "row {row}: column {path} is required, but the value is null"
+            ))
+            .with_context("column", path.to_string())
+            .with_context("row", row.to_string()))
+        }
     }
 }
 
@@ -314,13 +412,21 @@ fn check_no_nulls(
 mod tests {
     use std::collections::HashMap;
 
+    use arrow_array::types::{Int8Type, Int32Type, Int64Type};
     use arrow_array::{
-        Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, TimestampMillisecondArray,
-        types::Int32Type,
+        BinaryViewArray, DictionaryArray, FixedSizeListArray, Int8Array, Int16Array, Int32Array, Int64Array,
+        ListViewArray, RunArray, StringArray, StringViewArray, TimestampMicrosecondArray,
+        TimestampMillisecondArray,
     };
     use arrow_schema::{Fields, Schema, TimeUnit};
+    use proptest::prelude::*;
 
     use super::*;
+    use crate::evolution::{EvolutionPlanner, SchemaEvolutionConfig, Verdict};
+    use crate::schema::PrimitiveType::{self, Int};
+    use crate::schema::{
+        DataType as TableType, Field as TableField, InputSchema, NullCount, Schema as TableSchema,
+    };
 
     fn id_field(name: &str, t: DataType, nullable: bool, id: i32) -> Field {
         Field::new(name, t, nullable)
@@ -509,5 +615,542 @@ mod tests {
         let target = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)]));
         let err = conform_batch(&input, &target).unwrap_err();
         assert_eq!(err.context_value("column"), Some("n"));
+    }
+
+    /// What the planner and the writer make of one input column `c` (or `s.c` inside a
+    /// struct): the input's null count for it, the planner's verdict against `table` and
+    /// the batch written into the table's Arrow schema.
+    struct Outcome {
+        nulls: NullCount,
+        verdict: Verdict,
+        written: Result<RecordBatch>,
+    }
+
+    fn plan_and_write(batch: &RecordBatch, table: Vec<TableField>, counted: &str) -> Outcome {
+        let mut table = TableSchema::new(table);
+        table.assign_missing_ids(0);
+        let input = InputSchema::from_batch(batch).expect("the planner reads the layout");
+        let config = SchemaEvolutionConfig::builder().build().unwrap();
+        let plan = EvolutionPlanner::new(&config)
+            .table(&table)
+            .plan(std::slice::from_ref(&input))
+            .unwrap();
+        Outcome {
+            nulls: input.null_count(counted),
+            verdict: plan.verdicts[0].verdict,
+            written: conform_batch(batch, &Arc::new(table.to_arrow())),
+        }
+    }
+
+    fn one_column(column: ArrayRef, nullable: bool) -> RecordBatch {
+        let field = Field::new("c", column.data_type().clone(), nullable);
+        RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![column]).unwrap()
+    }
+
+    fn required_c(t: impl Into<TableType>) -> Vec<TableField> {
+        vec![TableField::required("c", t)]
+    }
+
+    fn int_list(element_required: bool) -> TableType {
+        let element = if element_required {
+            TableField::required("element", Int)
+        } else {
+            TableField::optional("element", Int)
+        };
+        TableType::list(element)
+    }
+
+    /// Asserts the planner refused the input and the writer named `path` and `row`.
+    fn assert_refused_at(outcome: &Outcome, path: &str, row: usize) {
+        assert_eq!(outcome.verdict, Verdict::Incompatible);
+        let err = outcome.written.as_ref().unwrap_err();
+        assert_eq!(err.context_value("column"), Some(path), "{err}");
+        assert_eq!(err.context_value("row"), Some(row.to_string().as_str()), "{err}");
+    }
+
+    fn written_lists(out: &RecordBatch) -> Vec<Option<Vec<Option<i32>>>> {
+        out.column(0)
+            .as_list::<i32>()
+            .iter()
+            .map(|l| l.map(|l| l.as_primitive::<Int32Type>().iter().collect()))
+            .collect()
+    }
+
+    fn written_strings(out: &RecordBatch) -> Vec<Option<&str>> {
+        out.column(0).as_string::<i32>().iter().collect()
+    }
+
+    #[test]
+    fn a_fixed_size_list_with_a_null_list_over_values_is_written() {
+        // Row 1 is a null list; Arrow keeps its two slots, and they hold nulls although
+        // the element is declared required.
+        let element = Arc::new(Field::new("item", DataType::Int32, false));
+        let values = Int32Array::from(vec![Some(1), Some(2), None, None, Some(3), Some(4)]);
+        let lists =
+            FixedSizeListArray::try_new(element, 2, Arc::new(values), Some(vec![true, false, true].into()))
+                .unwrap();
+        let batch = one_column(Arc::new(lists), true);
+        let table = vec![TableField::optional("c", int_list(true))];
+        let outcome = plan_and_write(&batch, table, "c");
+        assert_eq!(outcome.nulls, NullCount::Known(1));
+        assert_eq!(outcome.verdict, Verdict::Fits);
+        let out = outcome.written.unwrap();
+        assert_eq!(
+            written_lists(&out),
+            [Some(vec![Some(1), Some(2)]), None, Some(vec![Some(3), Some(4)])]
+        );
+
+        let outcome = plan_and_write(&batch, required_c(int_list(true)), "c");
+        assert_refused_at(&outcome, "c", 1);
+    }
+
+    #[test]
+    fn every_list_layout_is_written_as_a_list() {
+        let rows = vec![Some(vec![Some(1), None]), Some(vec![]), Some(vec![Some(3)])];
+        let list: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(rows.clone()));
+        let item = Arc::new(Field::new("item", DataType::Int32, true));
+        for layout in [
+            DataType::LargeList(item.clone()),
+            DataType::ListView(item.clone()),
+            DataType::LargeListView(item.clone()),
+        ] {
+            let column = arrow_cast::cast(&list, &layout).unwrap();
+            let outcome = plan_and_write(&one_column(column, true), required_c(int_list(false)), "c");
+            assert_eq!(outcome.nulls, NullCount::Known(0), "{layout}");
+            assert_eq!(outcome.verdict, Verdict::Fits, "{layout}");
+            assert_eq!(written_lists(&outcome.written.unwrap()), rows, "{layout}");
+        }
+    }
+
+    #[test]
+    fn list_views_sharing_values_and_a_null_list_count_and_write() {
+        // Views may overlap and skip values: row 1 reuses row 0's second value, row 2 is
+        // null over the value 9.
+        let values = Int32Array::from(vec![1, 2, 9]);
+        let views = ListViewArray::try_new(
+            Arc::new(Field::new("item", DataType::Int32, false)),
+            vec![0, 1, 2].into(),
+            vec![2, 1, 1].into(),
+            Arc::new(values),
+            Some(vec![true, true, false].into()),
+        )
+        .unwrap();
+        let large = arrow_cast::cast(
+            &views,
+            &DataType::LargeListView(Arc::new(Field::new("item", DataType::Int32, false))),
+        )
+        .unwrap();
+        for column in [Arc::new(views) as ArrayRef, large] {
+            let batch = one_column(column, true);
+            let table = vec![TableField::optional("c", int_list(true))];
+            let outcome = plan_and_write(&batch, table, "c");
+            assert_eq!(outcome.nulls, NullCount::Known(1));
+            assert_eq!(outcome.verdict, Verdict::Fits);
+            assert_eq!(
+                written_lists(&outcome.written.unwrap()),
+                [Some(vec![Some(1), Some(2)]), Some(vec![Some(2)]), None]
+            );
+            assert_refused_at(&plan_and_write(&batch, required_c(int_list(true)), "c"), "c", 2);
+        }
+    }
+
+    #[test]
+    fn a_dictionary_key_pointing_at_a_null_value_is_a_null() {
+        // No key is null, so Arrow's own null count is zero, and even a column declared
+        // required passes RecordBatch's check.
+        let values = StringArray::from(vec![Some("a"), None, Some("b")]);
+        let dict = DictionaryArray::<Int8Type>::try_new(vec![0, 1, 2, 0].into(), Arc::new(values)).unwrap();
+        assert_eq!(dict.null_count(), 0);
+        for declared_nullable in [true, false] {
+            let batch = one_column(Arc::new(dict.clone()), declared_nullable);
+            let outcome = plan_and_write(&batch, required_c(PrimitiveType::String), "c");
+            assert_eq!(outcome.nulls, NullCount::Known(1));
+            assert_refused_at(&outcome, "c", 1);
+        }
+
+        let table = vec![TableField::optional("c", PrimitiveType::String)];
+        let outcome = plan_and_write(&one_column(Arc::new(dict), true), table, "c");
+        assert_eq!(
+            written_strings(&outcome.written.unwrap()),
+            [Some("a"), None, Some("b"), Some("a")]
+        );
+    }
+
+    #[test]
+    fn a_dictionary_whose_null_values_are_unused_fits_a_required_column() {
+        let values = StringArray::from(vec![Some("a"), None, Some("b")]);
+        let keys = Int16Array::from(vec![Some(2), Some(0), Some(2)]);
+        let dict = DictionaryArray::try_new(keys, Arc::new(values)).unwrap();
+        let outcome = plan_and_write(
+            &one_column(Arc::new(dict), true),
+            required_c(PrimitiveType::String),
+            "c",
+        );
+        assert_eq!(outcome.nulls, NullCount::Known(0));
+        assert_eq!(outcome.verdict, Verdict::Fits);
+        assert_eq!(
+            written_strings(&outcome.written.unwrap()),
+            [Some("b"), Some("a"), Some("b")]
+        );
+    }
+
+    #[test]
+    fn dictionaries_in_struct_children_and_list_elements_are_expanded() {
+        // s is null at row 1, where d points at a null value: hidden. Row 2's d is a real null.
+        let values = StringArray::from(vec![Some("x"), None]);
+        let d = DictionaryArray::<Int32Type>::try_new(vec![0, 1, 1].into(), Arc::new(values)).unwrap();
+        let s = StructArray::new(
+            Fields::from(vec![Field::new("d", d.data_type().clone(), true)]),
+            vec![Arc::new(d) as ArrayRef],
+            Some(vec![true, false, true].into()),
+        );
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("s", s.data_type().clone(), true)])),
+            vec![Arc::new(s.clone())],
+        )
+        .unwrap();
+        let table = || {
+            vec![TableField::optional(
+                "s",
+                TableType::structure(vec![TableField::required("d", PrimitiveType::String)]),
+            )]
+        };
+        let outcome = plan_and_write(&batch, table(), "s.d");
+        assert_eq!(outcome.nulls, NullCount::Known(1));
+        assert_refused_at(&outcome, "s.d", 2);
+
+        let fitting = RecordBatch::try_new(batch.schema(), vec![Arc::new(s.slice(0, 2))]).unwrap();
+        let outcome = plan_and_write(&fitting, table(), "s.d");
+        assert_eq!(outcome.nulls, NullCount::Known(0));
+        assert_eq!(outcome.verdict, Verdict::Fits);
+        let out = outcome.written.unwrap();
+        let d = out.column(0).as_struct().column(0).as_string::<i32>();
+        assert_eq!(d.value(0), "x");
+        assert!(out.column(0).is_null(1));
+
+        // A list of dictionary-encoded strings: the element's nulls are the values'.
+        let element_values = StringArray::from(vec![Some("p"), None]);
+        let elements =
+            DictionaryArray::<Int8Type>::try_new(vec![0, 1, 0].into(), Arc::new(element_values)).unwrap();
+        let list = ListArray::try_new(
+            Arc::new(Field::new("item", elements.data_type().clone(), true)),
+            OffsetBuffer::from_lengths([2, 1]),
+            Arc::new(elements),
+            None,
+        )
+        .unwrap();
+        let batch = one_column(Arc::new(list), true);
+        let element = TableField::optional("element", PrimitiveType::String);
+        let outcome = plan_and_write(&batch, required_c(TableType::list(element)), "c");
+        assert_eq!(outcome.verdict, Verdict::Fits);
+        let out = outcome.written.unwrap();
+        let written = out.column(0).as_list::<i32>().values().as_string::<i32>().clone();
+        assert_eq!(written.iter().collect::<Vec<_>>(), [Some("p"), None, Some("p")]);
+
+        let element = TableField::required("element", PrimitiveType::String);
+        let outcome = plan_and_write(&batch, required_c(TableType::list(element)), "c.element");
+        assert_refused_at(&outcome, "c.element", 0);
+    }
+
+    #[test]
+    fn a_dictionary_of_structs_counts_its_children() {
+        let values = StructArray::new(
+            Fields::from(vec![Field::new("x", DataType::Int32, true)]),
+            vec![Arc::new(Int32Array::from(vec![Some(1), None, None])) as ArrayRef],
+            Some(vec![true, true, false].into()),
+        );
+        let dict = DictionaryArray::<Int8Type>::try_new(vec![0, 2, 1].into(), Arc::new(values)).unwrap();
+        let batch = one_column(Arc::new(dict), true);
+        let table = vec![TableField::optional(
+            "c",
+            TableType::structure(vec![TableField::required("x", Int)]),
+        )];
+        let outcome = plan_and_write(&batch, table, "c.x");
+        // Row 1 points at the null struct; row 2 at a present struct whose x is null.
+        assert_eq!(outcome.nulls, NullCount::Known(1));
+        assert_refused_at(&outcome, "c.x", 2);
+    }
+
+    #[test]
+    fn string_and_binary_views_are_written_as_strings_and_bytes() {
+        let strings = StringViewArray::from(vec![Some("a long string beyond twelve bytes"), None]);
+        let binary = BinaryViewArray::from(vec![Some(b"ab".as_slice()), Some(b"")]);
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("c", DataType::Utf8View, true),
+                Field::new("b", DataType::BinaryView, true),
+            ])),
+            vec![Arc::new(strings), Arc::new(binary)],
+        )
+        .unwrap();
+        let table = vec![
+            TableField::optional("c", PrimitiveType::String),
+            TableField::required("b", PrimitiveType::Binary),
+        ];
+        let outcome = plan_and_write(&batch, table, "b");
+        assert_eq!(outcome.nulls, NullCount::Known(0));
+        assert_eq!(outcome.verdict, Verdict::Fits);
+        let out = outcome.written.unwrap();
+        assert_eq!(
+            written_strings(&out),
+            [Some("a long string beyond twelve bytes"), None]
+        );
+        let bytes = out.column(1).as_binary::<i32>();
+        assert_eq!(
+            bytes.iter().collect::<Vec<_>>(),
+            [Some(b"ab".as_slice()), Some(b"")]
+        );
+
+        let outcome = plan_and_write(&batch, required_c(PrimitiveType::String), "c");
+        assert_eq!(outcome.nulls, NullCount::Known(1));
+        assert_refused_at(&outcome, "c", 1);
+    }
+
+    #[test]
+    fn a_run_of_nulls_in_a_run_end_encoded_column_counts_each_row() {
+        let runs = RunArray::<Int32Type>::try_new(
+            &Int32Array::from(vec![2, 4, 5]),
+            &Int64Array::from(vec![Some(7), None, Some(8)]),
+        )
+        .unwrap();
+        assert_eq!(runs.null_count(), 0);
+        let batch = one_column(Arc::new(runs.clone()), true);
+        let outcome = plan_and_write(&batch, required_c(PrimitiveType::Long), "c");
+        assert_eq!(outcome.nulls, NullCount::Known(2));
+        assert_refused_at(&outcome, "c", 2);
+
+        let table = vec![TableField::optional("c", PrimitiveType::Long)];
+        let out = plan_and_write(&batch, table, "c").written.unwrap();
+        let written = out.column(0).as_primitive::<Int64Type>();
+        assert_eq!(
+            written.iter().collect::<Vec<_>>(),
+            [Some(7), Some(7), None, None, Some(8)]
+        );
+
+        let fitting = one_column(Arc::new(runs.slice(0, 2)), true);
+        let outcome = plan_and_write(&fitting, required_c(PrimitiveType::Long), "c");
+        assert_eq!(
+            (outcome.nulls, outcome.verdict),
+            (NullCount::Known(0), Verdict::Fits)
+        );
+        assert_eq!(
+            outcome
+                .written
+                .unwrap()
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .values(),
+            &[7, 7]
+        );
+    }
+
+    /// `outer { inner { x } }`, all declared nullable; `outer` is null at row 1 and
+    /// `inner` at row 2, and x is null at both, and at `real_null` if given.
+    fn two_levels(real_null: Option<usize>) -> RecordBatch {
+        let x = Int32Array::from_iter((0..4).map(|i| {
+            let hidden = i == 1 || i == 2 || Some(i) == real_null;
+            (!hidden).then_some(i as i32)
+        }));
+        let inner = StructArray::new(
+            Fields::from(vec![Field::new("x", DataType::Int32, true)]),
+            vec![Arc::new(x) as ArrayRef],
+            Some(vec![true, true, false, true].into()),
+        );
+        let outer = StructArray::new(
+            Fields::from(vec![Field::new("inner", inner.data_type().clone(), true)]),
+            vec![Arc::new(inner) as ArrayRef],
+            Some(vec![true, false, true, true].into()),
+        );
+        let schema = Schema::new(vec![Field::new("outer", outer.data_type().clone(), true)]);
+        RecordBatch::try_new(Arc::new(schema), vec![Arc::new(outer)]).unwrap()
+    }
+
+    #[test]
+    fn a_required_child_may_be_null_under_a_null_parent_two_levels_up() {
+        // inner is required under outer, x under inner: both are null only where a
+        // parent is, except at row 1 where inner is present under a null outer.
+        let table = || {
+            vec![TableField::optional(
+                "outer",
+                TableType::structure(vec![TableField::optional(
+                    "inner",
+                    TableType::structure(vec![TableField::required("x", Int)]),
+                )]),
+            )]
+        };
+        let outcome = plan_and_write(&two_levels(None), table(), "outer.inner.x");
+        assert_eq!(outcome.nulls, NullCount::Known(0));
+        assert_eq!(outcome.verdict, Verdict::Fits);
+        let out = outcome.written.unwrap();
+        let inner = out.column(0).as_struct().column(0).as_struct();
+        let x = inner.column(0).as_primitive::<Int32Type>();
+        assert_eq!((x.value(0), x.value(3)), (0, 3));
+        assert!(out.column(0).is_null(1) && inner.is_null(2));
+
+        let outcome = plan_and_write(&two_levels(Some(3)), table(), "outer.inner.x");
+        assert_eq!(outcome.nulls, NullCount::Known(1));
+        assert_refused_at(&outcome, "outer.inner.x", 3);
+        assert_eq!(
+            outcome.written.unwrap_err().to_string(),
+            "invalid input: row 3: column outer.inner.x is required, but the value is null"
+        );
+    }
+
+    #[test]
+    fn a_required_child_of_a_null_struct_in_a_list_is_written() {
+        // The element struct at index 1 is null, its x with it; x is declared required,
+        // which Arrow allows because the struct hides it.
+        let structs = |x: Vec<Option<i32>>| {
+            StructArray::try_new(
+                Fields::from(vec![Field::new("x", DataType::Int32, false)]),
+                vec![Arc::new(Int32Array::from(x)) as ArrayRef],
+                Some(vec![true, false, true].into()),
+            )
+        };
+        let list = |elements: StructArray| {
+            let element = Field::new("item", elements.data_type().clone(), true);
+            ListArray::new(
+                Arc::new(element),
+                OffsetBuffer::from_lengths([2, 1]),
+                Arc::new(elements),
+                None,
+            )
+        };
+        let elements = structs(vec![Some(1), None, Some(3)]).unwrap();
+        let batch = one_column(Arc::new(list(elements)), true);
+        let element = TableField::optional(
+            "element",
+            TableType::structure(vec![TableField::required("x", Int)]),
+        );
+        let table = || vec![TableField::optional("c", TableType::list(element.clone()))];
+        let outcome = plan_and_write(&batch, table(), "c");
+        assert_eq!(outcome.verdict, Verdict::Fits);
+        let out = outcome.written.unwrap();
+        let written = out.column(0).as_list::<i32>().values().as_struct().clone();
+        assert_eq!(written.column(0).as_primitive::<Int32Type>().value(2), 3);
+        assert!(written.is_null(1));
+
+        // A null x in a present element is declared nullable, so the planner refuses it
+        // too; the writer names the batch row (1), not the element's index (2).
+        let x = Arc::new(Int32Array::from(vec![Some(1), None, None])) as ArrayRef;
+        let elements = StructArray::new(
+            Fields::from(vec![Field::new("x", DataType::Int32, true)]),
+            vec![x],
+            Some(vec![true, false, true].into()),
+        );
+        let batch = one_column(Arc::new(list(elements)), true);
+        let outcome = plan_and_write(&batch, table(), "c");
+        assert_refused_at(&outcome, "c.element.x", 1);
+    }
+
+    #[test]
+    fn every_type_the_planner_reads_is_written() {
+        let item = || Arc::new(Field::new("item", DataType::Int32, true));
+        let types = [
+            DataType::Boolean,
+            DataType::Int8,
+            DataType::UInt16,
+            DataType::UInt32,
+            DataType::Float32,
+            DataType::Decimal32(9, 2),
+            DataType::Decimal64(18, 2),
+            DataType::Decimal256(50, 2),
+            DataType::Date64,
+            DataType::Time32(TimeUnit::Second),
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            DataType::LargeUtf8,
+            DataType::Utf8View,
+            DataType::LargeBinary,
+            DataType::BinaryView,
+            DataType::FixedSizeBinary(4),
+            DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::LargeUtf8)),
+            DataType::RunEndEncoded(
+                Arc::new(Field::new("run_ends", DataType::Int16, false)),
+                Arc::new(Field::new("values", DataType::Utf8, true)),
+            ),
+            DataType::FixedSizeList(item(), 3),
+            DataType::ListView(item()),
+            DataType::LargeListView(item()),
+            DataType::LargeList(item()),
+        ];
+        for t in types {
+            let batch = one_column(new_null_array(&t, 2), true);
+            let table = TableSchema::from_arrow(&batch.schema()).unwrap();
+            let out =
+                conform_batch(&batch, &Arc::new(table.to_arrow())).unwrap_or_else(|e| panic!("{t}: {e}"));
+            assert_eq!(out.column(0).logical_null_count(), 2, "{t}");
+        }
+    }
+
+    /// One of the layouts of a column of ints (or lists of one int), with nulls where
+    /// `values` has them.
+    fn in_layout(layout: usize, values: &[Option<i32>]) -> (ArrayRef, TableType) {
+        let ints = Int32Array::from(values.to_vec());
+        let lists = ListArray::from_iter_primitive::<Int32Type, _, _>(
+            values.iter().map(|v| v.map(|x| vec![Some(x)])),
+        );
+        let item = Arc::new(Field::new("item", DataType::Int32, true));
+        let as_list = |t: DataType| (arrow_cast::cast(&lists, &t).unwrap(), int_list(false));
+        match layout {
+            0 => (Arc::new(ints), Int.into()),
+            1 => {
+                // Alternately a null key and a key pointing at the null value.
+                let dict_values = Int32Array::from(vec![Some(0), Some(1), Some(2), None]);
+                let keys = Int8Array::from_iter(values.iter().enumerate().map(|(i, v)| match v {
+                    Some(x) => Some(*x as i8),
+                    None => (i % 2 == 1).then_some(3),
+                }));
+                let dict = DictionaryArray::try_new(keys, Arc::new(dict_values)).unwrap();
+                (Arc::new(dict), Int.into())
+            }
+            2 => {
+                let run_ends = Int32Array::from_iter_values(1..=values.len() as i32);
+                (
+                    Arc::new(RunArray::<Int32Type>::try_new(&run_ends, &ints).unwrap()),
+                    Int.into(),
+                )
+            }
+            3 => {
+                let strings = arrow_cast::cast(&ints, &DataType::Utf8View).unwrap();
+                (strings, PrimitiveType::String.into())
+            }
+            4 => as_list(DataType::FixedSizeList(item, 1)),
+            5 => as_list(DataType::ListView(item)),
+            _ => as_list(DataType::LargeList(item)),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_planner_admits_exactly_what_the_writer_writes(
+            layout in 0..7usize,
+            values in proptest::collection::vec(proptest::option::of(0..3i32), 1..8),
+            parent in proptest::option::of(proptest::collection::vec(any::<bool>(), 8)),
+        ) {
+            let (column, table_type) = in_layout(layout, &values);
+            let hidden = |i: usize| parent.as_ref().is_some_and(|p| !p[i]);
+            let expected = (0..values.len()).filter(|&i| values[i].is_none() && !hidden(i)).count();
+            let (batch, table, path) = match &parent {
+                None => (one_column(column, true), required_c(table_type), "c"),
+                Some(p) => {
+                    let s = StructArray::new(
+                        Fields::from(vec![Field::new("c", column.data_type().clone(), true)]),
+                        vec![column],
+                        Some(p[..values.len()].to_vec().into()),
+                    );
+                    let schema = Schema::new(vec![Field::new("s", s.data_type().clone(), true)]);
+                    let batch = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(s)]).unwrap();
+                    let child = TableField::required("c", table_type);
+                    let table = vec![TableField::optional("s", TableType::structure(vec![child]))];
+                    (batch, table, "s.c")
+                }
+            };
+            let outcome = plan_and_write(&batch, table, path);
+            prop_assert_eq!(outcome.nulls, NullCount::Known(expected as u64));
+            let fits = outcome.verdict == Verdict::Fits;
+            prop_assert_eq!(fits, expected == 0);
+            prop_assert_eq!(outcome.written.is_ok(), fits, "{:?}", outcome.written.err());
+        }
     }
 }

@@ -6,10 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use arrow_array::{Array, ArrayRef, RecordBatch, StructArray};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_buffer::NullBuffer;
 use arrow_schema::DataType as ArrowType;
 use serde::{Deserialize, Serialize};
 
+use super::conform::{arrow_error, decoded};
 use super::{Schema, join_path};
 use crate::Result;
 
@@ -56,12 +59,14 @@ impl InputSchema {
     }
 
     /// The schema of an Arrow batch with exact null counts for every column outside lists
-    /// and maps. A struct's child counts only the rows where the struct itself is present.
+    /// and maps. Nulls are counted as values, whatever the layout: a dictionary key that
+    /// points at a null value and a run of nulls count, and a struct's child counts only
+    /// the rows where every enclosing struct is present.
     pub fn from_batch(batch: &RecordBatch) -> Result<Self> {
         let schema = Schema::from_arrow(batch.schema().as_ref())?;
         let mut counts = BTreeMap::new();
         for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-            count_nulls("", field.name(), column, None, &mut counts);
+            count_nulls(join_path("", field.name()), column, None, &mut counts)?;
         }
         Ok(InputSchema {
             schema,
@@ -70,37 +75,45 @@ impl InputSchema {
     }
 }
 
-/// Counts nulls in `array` where `parent_valid` (if any) says the parent row is present.
+/// Counts the nulls of `array` at `path` in the rows `parent_valid` (if any) keeps.
 fn count_nulls(
-    prefix: &str,
-    name: &str,
+    path: String,
     array: &ArrayRef,
-    parent_valid: Option<&[bool]>,
+    parent_valid: Option<&NullBuffer>,
     out: &mut BTreeMap<String, u64>,
-) {
-    let path = join_path(prefix, name);
-    let valid: Vec<bool> = (0..array.len())
-        .map(|i| array.is_valid(i) && parent_valid.is_none_or(|p| p[i]))
-        .collect();
-    let nulls = match parent_valid {
-        None => array.null_count() as u64,
-        Some(p) => (0..array.len()).filter(|&i| p[i] && array.is_null(i)).count() as u64,
-    };
-    out.insert(path.clone(), nulls);
-    if let ArrowType::Struct(_) = array.data_type()
-        && let Some(structs) = array.as_any().downcast_ref::<StructArray>()
-    {
+) -> Result<()> {
+    // Logical nulls: a dictionary's or run-end array's own validity misses null values.
+    let valid = NullBuffer::union(parent_valid, array.logical_nulls().as_ref());
+    let hidden = parent_valid.map_or(0, NullBuffer::null_count);
+    let nulls = valid.as_ref().map_or(0, NullBuffer::null_count) - hidden;
+    out.insert(path.clone(), nulls as u64);
+    // Expanding an encoding copies its values; only a struct's children need that.
+    let mut value_type = array.data_type();
+    loop {
+        value_type = match value_type {
+            ArrowType::Dictionary(_, value) => value,
+            ArrowType::RunEndEncoded(_, values) => values.data_type(),
+            _ => break,
+        };
+    }
+    if let ArrowType::Struct(_) = value_type {
+        let plain = decoded(array).map_err(|e| arrow_error(&path, e))?;
+        let structs = plain.as_struct();
         for (child_field, child) in structs.fields().iter().zip(structs.columns()) {
-            count_nulls(&path, child_field.name(), child, Some(&valid), out);
+            count_nulls(join_path(&path, child_field.name()), child, valid.as_ref(), out)?;
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::{Int32Array, ListArray, StringArray, types::Int32Type};
+    use arrow_array::types::{Int8Type, Int16Type, Int32Type};
+    use arrow_array::{
+        DictionaryArray, Int8Array, Int16Array, Int32Array, ListArray, RunArray, StringArray, StructArray,
+    };
     use arrow_schema::{Field as ArrowField, Fields, Schema as ArrowSchema};
 
     use super::*;
@@ -138,5 +151,41 @@ mod tests {
         assert_eq!(input.null_count("s.x"), NullCount::Known(1));
         assert_eq!(input.null_count("l"), NullCount::Known(1));
         assert_eq!(input.null_count("l.element"), NullCount::Unknown);
+    }
+
+    #[test]
+    fn counts_nulls_held_in_dictionary_and_run_values() {
+        // Keys 1 and 3 point at the null value; key 2 is null itself.
+        let words = DictionaryArray::<Int8Type>::try_new(
+            Int8Array::from(vec![Some(0), Some(1), None, Some(1)]),
+            Arc::new(StringArray::from(vec![Some("a"), None])),
+        )
+        .unwrap();
+        let runs = RunArray::<Int16Type>::try_new(
+            &Int16Array::from(vec![1, 3, 4]),
+            &Int32Array::from(vec![Some(5), None, Some(6)]),
+        )
+        .unwrap();
+        // The struct hides row 1; its child's dictionary nulls count at rows 2 and 3 only.
+        let s = StructArray::new(
+            Fields::from(vec![ArrowField::new("w", words.data_type().clone(), true)]),
+            vec![Arc::new(words.clone()) as ArrayRef],
+            Some(vec![true, false, true, true].into()),
+        );
+        let schema = ArrowSchema::new(vec![
+            ArrowField::new("words", words.data_type().clone(), true),
+            ArrowField::new("runs", runs.data_type().clone(), true),
+            ArrowField::new("s", s.data_type().clone(), true),
+        ]);
+        let batch = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![Arc::new(words), Arc::new(runs), Arc::new(s)],
+        )
+        .unwrap();
+        let input = InputSchema::from_batch(&batch).unwrap();
+        assert_eq!(input.null_count("words"), NullCount::Known(3));
+        assert_eq!(input.null_count("runs"), NullCount::Known(2));
+        assert_eq!(input.null_count("s"), NullCount::Known(1));
+        assert_eq!(input.null_count("s.w"), NullCount::Known(2));
     }
 }
