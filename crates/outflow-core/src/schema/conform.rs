@@ -41,10 +41,10 @@ pub fn conform_batch_mapped(
     target: &SchemaRef,
     mapping: Option<&NameMapping>,
 ) -> Result<RecordBatch> {
-    let by_id = match (Schema::from_arrow(target), Schema::from_arrow(&batch.schema())) {
-        (Ok(table), Ok(input)) => trusts_ids(&table, mapping, &input),
-        _ => false,
-    };
+    // An input the planner could not read is refused here too, naming the column; the
+    // table's schema came from the table, so it always converts.
+    let input = Schema::from_arrow(&batch.schema())?;
+    let by_id = Schema::from_arrow(target).is_ok_and(|table| trusts_ids(&table, mapping, &input));
     let cx = Conform { by_id };
     let level = mapping.map(|m| m.fields.as_slice()).unwrap_or_default();
     let sources = cx.pick(
@@ -603,6 +603,18 @@ mod tests {
             err.to_string(),
             "invalid input: input columns original and renamed both resolve to column renamed"
         );
+    }
+
+    #[test]
+    fn an_input_column_with_no_table_type_is_refused_by_name() {
+        let input = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("big", DataType::UInt64, true)])),
+            vec![Arc::new(arrow_array::UInt64Array::from(vec![1u64]))],
+        )
+        .unwrap();
+        let target = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)]));
+        let err = conform_batch(&input, &target).unwrap_err();
+        assert_eq!(err.context_value("column"), Some("big"));
     }
 
     #[test]
