@@ -773,6 +773,15 @@ fn schema_edits_on_a_path_that_is_not_there_are_internal_errors() {
 
 // Properties over random windows.
 
+/// Cases per property: `default` in the test command, more with `OUTFLOW_PROPERTY_CASES`
+/// (`scripts/property.sh` runs them longer).
+fn cases(default: u32) -> u32 {
+    std::env::var("OUTFLOW_PROPERTY_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 fn primitive() -> impl Strategy<Value = PrimitiveType> {
     prop_oneof![
         Just(Int),
@@ -786,24 +795,35 @@ fn primitive() -> impl Strategy<Value = PrimitiveType> {
     ]
 }
 
+/// Top-level names: mixed case and a name with a dot in it, which must never be taken for
+/// a path.
+fn column_name() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("a"), Just("b"), Just("A"), Just("a.b"), Just("d")]
+}
+
 fn data_type() -> impl Strategy<Value = DataType> {
+    let child = |name: &'static str| {
+        (primitive(), any::<bool>()).prop_map(move |(t, r)| Field {
+            required: r,
+            ..Field::optional(name, t)
+        })
+    };
     prop_oneof![
-        4 => primitive().prop_map(DataType::Primitive),
-        1 => (primitive(), any::<bool>()).prop_map(|(t, r)| DataType::list(Field { required: r, ..Field::optional("element", t) })),
-        1 => (primitive(), any::<bool>(), primitive()).prop_map(|(x, r, y)| DataType::structure(vec![
-            Field { required: r, ..Field::optional("x", x) },
-            Field::optional("y", y),
-        ])),
+        6 => primitive().prop_map(DataType::Primitive),
+        1 => child("element").prop_map(DataType::list),
+        2 => (child("x"), child("x.y"), proptest::option::of(child("y"))).prop_map(|(x, xy, y)| {
+            DataType::structure([Some(x), Some(xy), y].into_iter().flatten().collect())
+        }),
+        1 => (child("x"), any::<bool>()).prop_map(|(x, r)| DataType::list(Field {
+            required: r,
+            ..Field::optional("element", DataType::structure(vec![x]))
+        })),
+        1 => child("value").prop_map(|v| DataType::map(Field::required("key", String), v)),
     ]
 }
 
 fn schema() -> impl Strategy<Value = Schema> {
-    proptest::collection::btree_map(
-        prop_oneof![Just("a"), Just("b"), Just("c"), Just("d")],
-        (data_type(), any::<bool>()),
-        1..4,
-    )
-    .prop_map(|cols| {
+    proptest::collection::btree_map(column_name(), (data_type(), any::<bool>()), 1..4).prop_map(|cols| {
         Schema::new(
             cols.into_iter()
                 .map(|(name, (t, required))| Field {
@@ -815,24 +835,33 @@ fn schema() -> impl Strategy<Value = Schema> {
     })
 }
 
+/// Null counts for the columns outside lists and maps, some known and some not.
+fn with_counts(schema: Schema, counts: &[Option<u64>]) -> InputSchema {
+    let mut paths = Vec::new();
+    schema.visit(|path, _, under| {
+        if !under {
+            paths.push(path.to_string());
+        }
+    });
+    let mut input = InputSchema::new(schema);
+    for (path, count) in paths.into_iter().zip(counts.iter().cycle()) {
+        if let Some(n) = count {
+            input = input.with_null_count(path, *n);
+        }
+    }
+    input
+}
+
+fn counts() -> impl Strategy<Value = Vec<Option<u64>>> {
+    proptest::collection::vec(prop_oneof![Just(None), Just(Some(0u64)), Just(Some(3u64))], 1..8)
+}
+
 fn input_schema() -> impl Strategy<Value = InputSchema> {
-    (
-        schema(),
-        proptest::collection::vec(prop_oneof![Just(None), Just(Some(0u64)), Just(Some(3u64))], 4),
-    )
-        .prop_map(|(s, counts)| {
-            let mut i = InputSchema::new(s);
-            for (name, count) in ["a", "b", "c", "d"].into_iter().zip(counts) {
-                if let Some(n) = count {
-                    i = i.with_null_count(name, n);
-                }
-            }
-            i
-        })
+    (schema(), counts()).prop_map(|(s, counts)| with_counts(s, &counts))
 }
 
 fn any_config() -> impl Strategy<Value = SchemaEvolutionConfig> {
-    (any::<[bool; 3]>(), any::<bool>(), any::<bool>()).prop_map(|(opts, pin, accept)| {
+    (any::<[bool; 3]>(), proptest::option::of(0..3usize), any::<bool>()).prop_map(|(opts, pin, accept)| {
         let mut b = SchemaEvolutionConfig::builder();
         for (on, o) in opts
             .into_iter()
@@ -843,8 +872,8 @@ fn any_config() -> impl Strategy<Value = SchemaEvolutionConfig> {
             }
         }
         if opts.iter().any(|o| *o) {
-            if pin {
-                b = b.required_column("a");
+            if let Some(pin) = pin {
+                b = b.required_column(["a", "`a.b`", "b.x"][pin]);
             }
             if accept {
                 b = b.on_unverifiable(UnverifiableFileHandling::Accept);
@@ -854,27 +883,139 @@ fn any_config() -> impl Strategy<Value = SchemaEvolutionConfig> {
     })
 }
 
-fn window() -> impl Strategy<Value = (Option<Schema>, Vec<InputSchema>, SchemaEvolutionConfig)> {
+/// A table, its name mapping, a window of inputs and a config. When the table exists, some
+/// inputs may be the table as it was before its first column was renamed (by another
+/// engine, recorded in the name mapping), with the table's ids or without them.
+type Window = (
+    Option<Schema>,
+    Option<NameMapping>,
+    Vec<InputSchema>,
+    SchemaEvolutionConfig,
+);
+
+fn window() -> impl Strategy<Value = Window> {
     (
         proptest::option::weighted(0.8, schema()),
-        proptest::collection::vec(input_schema(), 1..5),
+        any::<bool>(),
+        proptest::collection::vec((input_schema(), 0..4u8, counts()), 1..5),
         any_config(),
     )
-        .prop_map(|(t, inputs, c)| {
-            let t = t.map(|mut t| {
-                t.assign_missing_ids(0);
-                t
-            });
-            (t, inputs, c)
+        .prop_map(|(t, rename, inputs, c)| {
+            let Some(mut before) = t else {
+                return (None, None, inputs.into_iter().map(|(i, _, _)| i).collect(), c);
+            };
+            before.assign_missing_ids(0);
+            let mut table = before.clone();
+            let mut mapping = NameMapping::from_schema(&before);
+            if rename {
+                let new_name = format!("{}_renamed", table.fields[0].name);
+                table.fields[0].name = new_name;
+                mapping = mapping.updated_with(&table);
+            }
+            let inputs = inputs
+                .into_iter()
+                .map(|(input, kind, counts)| match kind {
+                    // The table as written before the rename, with its ids or without.
+                    0 => with_counts(before.clone(), &counts),
+                    1 => with_counts(before.without_ids(), &counts),
+                    _ => input,
+                })
+                .collect();
+            (Some(table), Some(mapping), inputs, c)
         })
 }
 
+fn plan_with(
+    t: Option<&Schema>,
+    mapping: Option<&NameMapping>,
+    c: &SchemaEvolutionConfig,
+    inputs: &[InputSchema],
+) -> EvolutionPlan {
+    let mut p = EvolutionPlanner::new(c);
+    if let Some(t) = t {
+        p = p.table(t).last_column_id(t.max_field_id());
+    }
+    if let Some(m) = mapping {
+        p = p.name_mapping(m);
+    }
+    p.plan(inputs).expect("the planner plans")
+}
+
+/// Why some column of `input` has no column of `table` to be written to by the matching
+/// rule the writers use, or whose type it cannot be read as.
+fn unwritable(
+    by_id: bool,
+    table: &[Field],
+    mapping: &[crate::schema::MappedField],
+    input: &[Field],
+    prefix: &str,
+) -> Option<std::string::String> {
+    use crate::schema::{ColumnKey, join_path, match_level};
+    fn keys(fs: &[Field]) -> Vec<ColumnKey<'_>> {
+        fs.iter().map(ColumnKey::from).collect()
+    }
+    let found = match_level(by_id, &keys(table), mapping, &keys(input));
+    if let Some(&i) = found.unmatched.first() {
+        return Some(format!("{} has no column", join_path(prefix, &input[i].name)));
+    }
+    for (t, i) in found.table_to_input.iter().enumerate() {
+        let Some(i) = i else { continue };
+        let (t, i) = (&table[t], &input[*i]);
+        let path = join_path(prefix, &t.name);
+        let children =
+            t.id.map(|id| NameMapping::children(mapping, id))
+                .unwrap_or_default();
+        let why = match (&t.data_type, &i.data_type) {
+            (DataType::Primitive(tt), DataType::Primitive(it)) => {
+                (!it.widens_to(*tt)).then(|| format!("{path}: {it} cannot be read as {tt}"))
+            }
+            (DataType::Struct { fields: tf }, DataType::Struct { fields: inf }) => {
+                unwritable(by_id, tf, children, inf, &path)
+            }
+            (DataType::List { list: tl }, DataType::List { list: il }) => {
+                unwritable(by_id, &[*tl.clone()], children, &[*il.clone()], &path)
+            }
+            (DataType::Map { map: tm }, DataType::Map { map: im }) => unwritable(
+                by_id,
+                &[tm.key.clone(), tm.value.clone()],
+                children,
+                &[im.key.clone(), im.value.clone()],
+                &path,
+            ),
+            (tt, it) => Some(format!(
+                "{path}: a {} in the table, a {} in the input",
+                tt.kind(),
+                it.kind()
+            )),
+        };
+        if why.is_some() {
+            return why;
+        }
+    }
+    None
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(cases(400)))]
 
     #[test]
-    fn the_plan_does_not_depend_on_input_order((t, inputs, c) in window(), seed in any::<u64>()) {
-        let original = plan(t.as_ref(), &c, &inputs);
+    fn every_column_of_an_admitted_input_has_a_column_to_be_written_to((t, m, inputs, c) in window()) {
+        let p = plan_with(t.as_ref(), m.as_ref(), &c, &inputs);
+        let Some(evolved) = &p.schema else { return Ok(()) };
+        let m = m.map_or_else(|| NameMapping::from_schema(evolved), |m| m.updated_with(evolved));
+        for (i, v) in p.verdicts.iter().enumerate() {
+            if !v.verdict.is_compatible() {
+                continue;
+            }
+            let by_id = crate::schema::trusts_ids(evolved, Some(&m), &inputs[i].schema);
+            let why = unwritable(by_id, &evolved.fields, &m.fields, &inputs[i].schema.fields, "");
+            prop_assert!(why.is_none(), "input {}: {:?}\nplan:\n{}", i, why, p);
+        }
+    }
+
+    #[test]
+    fn the_plan_does_not_depend_on_input_order((t, m, inputs, c) in window(), seed in any::<u64>()) {
+        let original = plan_with(t.as_ref(), m.as_ref(), &c, &inputs);
         let mut perm: Vec<usize> = (0..inputs.len()).collect();
         let n = perm.len();
         let mut s = seed;
@@ -883,7 +1024,7 @@ proptest! {
             perm.swap(i, (s >> 33) as usize % (i + 1));
         }
         let shuffled: Vec<InputSchema> = perm.iter().map(|&i| inputs[i].clone()).collect();
-        let mut p = plan(t.as_ref(), &c, &shuffled);
+        let mut p = plan_with(t.as_ref(), m.as_ref(), &c, &shuffled);
         // Relabel the shuffled plan's indexes back to the original ones.
         let mut verdicts = vec![None; n];
         for (pos, v) in p.verdicts.drain(..).enumerate() {
@@ -898,10 +1039,12 @@ proptest! {
     }
 
     #[test]
-    fn replanning_after_applying_changes_nothing((t, inputs, c) in window()) {
-        let first = plan(t.as_ref(), &c, &inputs);
+    fn replanning_after_applying_changes_nothing((t, m, inputs, c) in window()) {
+        let first = plan_with(t.as_ref(), m.as_ref(), &c, &inputs);
         if let Some(evolved) = &first.schema {
-            let second = plan(Some(evolved), &c, &inputs);
+            // The mapping is kept current as the sinks keep it.
+            let m = m.map_or_else(|| NameMapping::from_schema(evolved), |m| m.updated_with(evolved));
+            let second = plan_with(Some(evolved), Some(&m), &c, &inputs);
             prop_assert!(!second.changes_schema(), "first:\n{}\nsecond:\n{}", first, second);
             prop_assert_eq!(second.schema.as_ref(), Some(evolved));
             for (i, v) in second.verdicts.iter().enumerate() {
@@ -913,8 +1056,8 @@ proptest! {
     }
 
     #[test]
-    fn a_compatible_input_never_needs_a_forbidden_change((t, inputs, c) in window()) {
-        let p = plan(t.as_ref(), &c, &inputs);
+    fn a_compatible_input_never_needs_a_forbidden_change((t, m, inputs, c) in window()) {
+        let p = plan_with(t.as_ref(), m.as_ref(), &c, &inputs);
         for change in &p.changes {
             let option = match change.kind {
                 ChangeKind::Addition => Some(AllowFieldAddition),
