@@ -22,6 +22,10 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 mkdir -p .cache/run
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+# Incremental caches pay off when one crate is rebuilt again and again; this command builds
+# every crate of the workspace and its tests, so writing the caches (gigabytes) costs more
+# than they save, most of all on a fresh clone.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 started_at=$(date +%s)
 
 log() { printf '\n== %s (%ss)\n' "$*" "$(( $(date +%s) - started_at ))"; }
