@@ -1,18 +1,12 @@
 //! `outflow run` with the BigQuery sink and `outflow bigquery ensure-table`, against the
 //! local-bigquery emulator the test script starts, read back with Google's Python client.
 
-use assert_cmd::cargo::cargo_bin_cmd;
+use crate::outflow;
 use outflow_testkit::bigquery::BigQueryEnv;
 use outflow_testkit::unique_name;
 use predicates::prelude::*;
 use predicates::str::contains;
 use serde_json::Value;
-
-fn outflow() -> assert_cmd::Command {
-    let mut cmd = cargo_bin_cmd!("outflow");
-    cmd.env_remove("OUTFLOW_LOG").env("NO_COLOR", "1");
-    cmd
-}
 
 fn names(read: &Value) -> Vec<String> {
     read["schema"]

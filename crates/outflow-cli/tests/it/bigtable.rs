@@ -1,7 +1,7 @@
 //! `outflow run` with the Bigtable sink and `outflow bigtable ensure-table`, against
 //! Google's emulator the test script starts, read back with Google's Python client.
 
-use assert_cmd::cargo::cargo_bin_cmd;
+use crate::outflow;
 use outflow_testkit::bigtable::{emulator_host, python_read};
 use outflow_testkit::unique_name;
 use predicates::prelude::*;
@@ -9,12 +9,6 @@ use predicates::str::contains;
 
 const PROJECT: &str = "outflow-cli";
 const INSTANCE: &str = "cli";
-
-fn outflow() -> assert_cmd::Command {
-    let mut cmd = cargo_bin_cmd!("outflow");
-    cmd.env_remove("OUTFLOW_LOG").env("NO_COLOR", "1");
-    cmd
-}
 
 #[test]
 fn a_job_loads_csv_rows_into_bigtable() {

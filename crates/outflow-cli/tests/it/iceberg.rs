@@ -1,19 +1,13 @@
 //! `outflow run` and `outflow plan` with the Iceberg sink, against a real SQLite catalog,
 //! with the tables read back by PyIceberg and Java Iceberg.
 
+use crate::outflow;
 use std::path::Path;
 
-use assert_cmd::cargo::cargo_bin_cmd;
 use outflow_testkit::iceberg::TestCatalog;
 use predicates::prelude::*;
 use predicates::str::contains;
 use serde_json::{Value, json};
-
-fn outflow() -> assert_cmd::Command {
-    let mut cmd = cargo_bin_cmd!("outflow");
-    cmd.env_remove("OUTFLOW_LOG").env("NO_COLOR", "1");
-    cmd
-}
 
 /// A copy of the repository's examples/ in `dir`, so the quickstart writes under `dir`.
 fn copy_examples(dir: &Path) {

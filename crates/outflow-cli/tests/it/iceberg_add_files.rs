@@ -1,18 +1,12 @@
 //! `outflow iceberg add-files` against a real SQLite catalog: files written by pyarrow, the
 //! table read back by PyIceberg and Java Iceberg, and the exit codes scripts rely on.
 
+use crate::outflow;
 use std::path::Path;
 
-use assert_cmd::cargo::cargo_bin_cmd;
 use outflow_testkit::iceberg::TestCatalog;
 use predicates::str::contains;
 use serde_json::{Value, json};
-
-fn outflow() -> assert_cmd::Command {
-    let mut cmd = cargo_bin_cmd!("outflow");
-    cmd.env_remove("OUTFLOW_LOG").env("NO_COLOR", "1");
-    cmd
-}
 
 fn pyarrow(dir: &Path, code: &str) {
     let preamble = "import sys, os\nimport pyarrow as pa, pyarrow.parquet as pq\nD = sys.argv[1]\n";

@@ -7,3 +7,10 @@ mod bigtable;
 mod cli;
 mod iceberg;
 mod iceberg_add_files;
+
+/// `outflow` as a script runs it: no log filter from the environment, no colours.
+fn outflow() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("outflow");
+    cmd.env_remove("OUTFLOW_LOG").env("NO_COLOR", "1");
+    cmd
+}
