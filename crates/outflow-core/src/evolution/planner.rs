@@ -17,7 +17,7 @@
 //! does not depend on the order they were given in; verdicts and change inputs still use
 //! the caller's indexes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::options::{SchemaEvolutionConfig, SchemaEvolutionOption};
 use super::plan::{ChangeKind, EvolutionPlan, InputVerdict, Reason, SchemaChange, Verdict};
@@ -211,6 +211,13 @@ impl<'a> EvolutionPlanner<'a> {
 
     /// Gives a union loser another chance, since it may have lost only to inputs that were
     /// themselves rejected: it is admitted when the union with it makes no one lose.
+    ///
+    /// A trial is narrowed to what decides it, since thousands of losers made a full union
+    /// per trial quadratic. The admitted inputs' unions have no losers, so only the loser's
+    /// own new columns are unioned. A union has no losers when its candidates share a kind
+    /// and, at each level, a type they all widen to: that depends on which types they have,
+    /// not on how many inputs have each, nor their order. So a trial unions one candidate
+    /// per type, and its outcome holds until an admission gives the column a new type.
     fn readmit_losers(
         &self,
         order: &[usize],
@@ -218,25 +225,74 @@ impl<'a> EvolutionPlanner<'a> {
         admission: &mut Admission,
         creating: bool,
     ) {
+        /// One candidate per column and type: the types seen, and a candidate of each.
+        #[derive(Default)]
+        struct Distinct<'a> {
+            seen: HashSet<(&'a str, &'a DataType)>,
+            at: HashMap<&'a str, Vec<(usize, &'a Field)>>,
+        }
+        impl<'a> Distinct<'a> {
+            /// Notes the candidate unless its column has its type; true when it is new.
+            fn add(&mut self, i: usize, add: &'a Addition) -> bool {
+                let new = self.seen.insert((&add.path, &add.field.data_type));
+                if new {
+                    self.at.entry(&add.path).or_default().push((i, &add.field));
+                }
+                new
+            }
+        }
+        let mut distinct = Distinct::default();
+        for &i in &admission.alive {
+            for add in &analyses[&i].additions {
+                distinct.add(i, add);
+            }
+        }
+        let mut outcomes: HashMap<&str, HashMap<Vec<&DataType>, bool>> = HashMap::new();
+        let mut changed = false;
         loop {
             let mut admitted = false;
             for &i in order {
                 if !admission.losses.contains_key(&i) {
                     continue;
                 }
-                let mut trial = admission.alive.clone();
-                trial.insert(i);
-                let with = self.union_additions(order, analyses, &trial, creating);
-                if with.iter().all(|(_, u)| u.losers.is_empty()) {
+                let additions = &analyses[&i].additions;
+                let fits = additions.iter().all(|add| {
+                    let theirs: Vec<(usize, &Field)> = additions
+                        .iter()
+                        .filter(|a| a.path == add.path)
+                        .map(|a| (i, &a.field))
+                        .collect();
+                    let types = theirs.iter().map(|(_, f)| &f.data_type).collect();
+                    *outcomes
+                        .entry(&add.path)
+                        .or_default()
+                        .entry(types)
+                        .or_insert_with(|| {
+                            let mut trial = distinct.at.get(add.path.as_str()).cloned().unwrap_or_default();
+                            trial.extend(theirs);
+                            union_field(&add.path, &add.field.name, &trial, self.config, creating)
+                                .losers
+                                .is_empty()
+                        })
+                });
+                if fits {
                     admission.losses.remove(&i);
-                    admission.alive = trial;
-                    admission.unions = with;
+                    admission.alive.insert(i);
+                    for add in additions {
+                        if distinct.add(i, add) {
+                            outcomes.remove(add.path.as_str());
+                        }
+                    }
                     admitted = true;
                 }
             }
             if !admitted {
                 break;
             }
+            changed = true;
+        }
+        if changed {
+            admission.unions = self.union_additions(order, analyses, &admission.alive, creating);
         }
     }
 
@@ -249,14 +305,19 @@ impl<'a> EvolutionPlanner<'a> {
         creating: bool,
     ) -> Vec<(String, Union)> {
         let mut by_path: Vec<(String, Vec<(usize, &Field)>)> = Vec::new();
+        // A window can add thousands of columns: find a path's entry by hash, not by scan.
+        let mut index: HashMap<&str, usize> = HashMap::new();
         for &i in order {
             if !alive.contains(&i) {
                 continue;
             }
             for add in &analyses[&i].additions {
-                match by_path.iter_mut().find(|(p, _)| *p == add.path) {
-                    Some((_, candidates)) => candidates.push((i, &add.field)),
-                    None => by_path.push((add.path.clone(), vec![(i, &add.field)])),
+                match index.get(add.path.as_str()) {
+                    Some(&at) => by_path[at].1.push((i, &add.field)),
+                    None => {
+                        index.insert(&add.path, by_path.len());
+                        by_path.push((add.path.clone(), vec![(i, &add.field)]));
+                    }
                 }
             }
         }
@@ -423,13 +484,14 @@ fn applied_changes(
             inputs.clone(),
         );
     }
+    // Who adds each column, in one pass rather than a scan of every input per column.
+    let mut having: HashMap<&str, BTreeSet<usize>> = HashMap::new();
+    for &i in &admission.alive {
+        for add in &analyses[&i].additions {
+            having.entry(&add.path).or_default().insert(i);
+        }
+    }
     for (path, u) in &admission.unions {
-        let having: BTreeSet<usize> = admission
-            .alive
-            .iter()
-            .copied()
-            .filter(|i| analyses[i].additions.iter().any(|a| &a.path == path))
-            .collect();
         changes.insert(
             (
                 path.clone(),
@@ -438,7 +500,7 @@ fn applied_changes(
                 Some(u.field.data_type.to_string()),
                 true,
             ),
-            having,
+            having.remove(path.as_str()).unwrap_or_default(),
         );
     }
     changes
@@ -1125,18 +1187,17 @@ fn nth_children<'f>(winners: &[(usize, &'f Field)], n: usize) -> Vec<(usize, &'f
 
 /// The schema most inputs share (ignoring ids); ties go to the first in canonical order.
 fn most_common_schema(inputs: &[InputSchema], order: &[usize]) -> Schema {
-    let mut counts: Vec<(Schema, usize)> = Vec::new();
-    for &i in order {
-        let s = inputs[i].schema.without_ids();
-        match counts.iter_mut().find(|(c, _)| *c == s) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((s, 1)),
-        }
+    // Per distinct schema: how many inputs have it, and where it first appears.
+    let mut counts: HashMap<Schema, (usize, usize)> = HashMap::new();
+    for (seen, &i) in order.iter().enumerate() {
+        counts
+            .entry(inputs[i].schema.without_ids())
+            .or_insert((0, seen))
+            .0 += 1;
     }
-    let best = counts.iter().map(|(_, n)| *n).max().unwrap_or(0);
     counts
         .into_iter()
-        .find(|(_, n)| *n == best)
+        .max_by_key(|(_, (n, first))| (*n, std::cmp::Reverse(*first)))
         .map(|(s, _)| s)
         .unwrap_or_default()
 }

@@ -1083,3 +1083,196 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_input_that_lost_only_to_rejected_inputs_is_readmitted() {
+    let t = table(vec![Field::required("id", Long)]);
+    let id = || Field::required("id", Long);
+    let inputs = [
+        input(vec![
+            id(),
+            Field::optional("score", String),
+            Field::optional("bucket", String),
+        ]),
+        input(vec![id(), Field::optional("score", Double)]),
+        input(vec![id(), Field::optional("score", Double)]),
+        // Loses `bucket` to the first input, which itself loses `score`.
+        input(vec![
+            id(),
+            Field::optional("score", Double),
+            Field::optional("bucket", Long),
+        ]),
+    ];
+    let p = plan(Some(&t), &config(&[AllowFieldAddition]), &inputs);
+    assert_eq!(
+        verdicts(&p),
+        [
+            Verdict::Incompatible,
+            Verdict::FitsAfterEvolution,
+            Verdict::FitsAfterEvolution,
+            Verdict::FitsAfterEvolution
+        ]
+    );
+    assert_eq!(new_field(&p, "bucket").data_type, Long.into());
+}
+
+// The optimized passes against the straightforward versions they replaced.
+
+/// The planner's canonical order of a window.
+fn canonical_order(inputs: &[InputSchema]) -> Vec<usize> {
+    let keys: Vec<std::string::String> = inputs.iter().map(|i| serde_json::to_string(i).unwrap()).collect();
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by(|&a, &b| keys[a].cmp(&keys[b]).then(a.cmp(&b)));
+    order
+}
+
+fn union_additions_by_scanning(
+    planner: &EvolutionPlanner<'_>,
+    order: &[usize],
+    analyses: &BTreeMap<usize, Analysis>,
+    alive: &BTreeSet<usize>,
+    creating: bool,
+) -> Vec<(std::string::String, Union)> {
+    let mut by_path: Vec<(std::string::String, Vec<(usize, &Field)>)> = Vec::new();
+    for &i in order {
+        if !alive.contains(&i) {
+            continue;
+        }
+        for add in &analyses[&i].additions {
+            match by_path.iter_mut().find(|(p, _)| *p == add.path) {
+                Some((_, candidates)) => candidates.push((i, &add.field)),
+                None => by_path.push((add.path.clone(), vec![(i, &add.field)])),
+            }
+        }
+    }
+    by_path
+        .into_iter()
+        .map(|(path, candidates)| {
+            let name = candidates[0].1.name.clone();
+            let u = union_field(&path, &name, &candidates, planner.config, creating);
+            (path, u)
+        })
+        .collect()
+}
+
+fn readmit_losers_by_retrying(
+    planner: &EvolutionPlanner<'_>,
+    order: &[usize],
+    analyses: &BTreeMap<usize, Analysis>,
+    admission: &mut Admission,
+    creating: bool,
+) {
+    loop {
+        let mut admitted = false;
+        for &i in order {
+            if !admission.losses.contains_key(&i) {
+                continue;
+            }
+            let mut trial = admission.alive.clone();
+            trial.insert(i);
+            let with = union_additions_by_scanning(planner, order, analyses, &trial, creating);
+            if with.iter().all(|(_, u)| u.losers.is_empty()) {
+                admission.losses.remove(&i);
+                admission.alive = trial;
+                admission.unions = with;
+                admitted = true;
+            }
+        }
+        if !admitted {
+            break;
+        }
+    }
+}
+
+fn adders_by_scanning(
+    analyses: &BTreeMap<usize, Analysis>,
+    admission: &Admission,
+) -> Vec<(std::string::String, BTreeSet<usize>)> {
+    admission
+        .unions
+        .iter()
+        .map(|(path, _)| {
+            let having = admission
+                .alive
+                .iter()
+                .copied()
+                .filter(|i| analyses[i].additions.iter().any(|a| &a.path == path))
+                .collect();
+            (path.clone(), having)
+        })
+        .collect()
+}
+
+fn most_common_schema_by_scanning(inputs: &[InputSchema], order: &[usize]) -> Schema {
+    let mut counts: Vec<(Schema, usize)> = Vec::new();
+    for &i in order {
+        let s = inputs[i].schema.without_ids();
+        match counts.iter_mut().find(|(c, _)| *c == s) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((s, 1)),
+        }
+    }
+    let best = counts.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    counts
+        .into_iter()
+        .find(|(_, n)| *n == best)
+        .map(|(s, _)| s)
+        .unwrap_or_default()
+}
+
+/// Windows large enough for unions with several losers and readmissions; few inputs
+/// share a schema, so most_common_schema also sees ties.
+fn wide_window() -> impl Strategy<Value = (Option<Schema>, Vec<InputSchema>, SchemaEvolutionConfig)> {
+    (
+        proptest::option::weighted(0.8, schema()),
+        proptest::collection::vec(input_schema(), 1..24),
+        any_config(),
+    )
+        .prop_map(|(t, inputs, c)| {
+            let t = t.map(|mut t| {
+                t.assign_missing_ids(0);
+                t
+            });
+            (t, inputs, c)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn the_optimized_passes_decide_as_the_straightforward_ones((t, inputs, c) in wide_window()) {
+        let planner = EvolutionPlanner::new(&c);
+        let creating = t.is_none();
+        let table = t.unwrap_or_default();
+        let order = canonical_order(&inputs);
+        let analyses = planner.compare_inputs(&table, &inputs, &order);
+        let survivors: BTreeSet<usize> = order.iter().copied().filter(|i| analyses[i].survives(&c)).collect();
+        let mut fast = planner.reject_union_losers(&order, &analyses, survivors.clone(), creating);
+        let mut slow = planner.reject_union_losers(&order, &analyses, survivors, creating);
+        prop_assert_eq!(
+            format!("{:?}", fast.unions),
+            format!("{:?}", union_additions_by_scanning(&planner, &order, &analyses, &fast.alive, creating))
+        );
+        planner.readmit_losers(&order, &analyses, &mut fast, creating);
+        readmit_losers_by_retrying(&planner, &order, &analyses, &mut slow, creating);
+        prop_assert_eq!(&fast.alive, &slow.alive);
+        prop_assert_eq!(format!("{:?}", fast.unions), format!("{:?}", slow.unions));
+        prop_assert_eq!(format!("{:?}", fast.losses), format!("{:?}", slow.losses));
+
+        let needs = ColumnNeeds::gather(&analyses, &fast.alive);
+        let schema = planner.evolve_schema(&table, creating, &needs, &fast.unions).unwrap();
+        if !creating {
+            let changes = applied_changes(false, &schema, &needs, &analyses, &fast);
+            for (path, having) in adders_by_scanning(&analyses, &slow) {
+                let added: Vec<&BTreeSet<usize>> = changes
+                    .iter()
+                    .filter(|(k, _)| k.0 == path && k.1 == ChangeKind::Addition)
+                    .map(|(_, inputs)| inputs)
+                    .collect();
+                prop_assert_eq!(added, vec![&having], "{}", path);
+            }
+        }
+        prop_assert_eq!(most_common_schema(&inputs, &order), most_common_schema_by_scanning(&inputs, &order));
+    }
+}
