@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs issue 14's end-to-end property (crates/outflow-iceberg/tests/evolution_property.rs:
+# Runs issue 14's end-to-end property (crates/outflow-iceberg/tests/it/evolution_property.rs:
 # what the evolution planner accepts, the Iceberg sink writes and PyIceberg reads back
 # exactly) with many more cases than the normal test run, within a time budget, and prints
 # how many cases ran. The budget is checked between runs of 25 cases; a failure's shrinking
@@ -23,7 +23,7 @@ BUDGET="${2:-${OUTFLOW_PROPERTY_SECONDS:-900}}"
 [[ -f .cache/run/readers.env ]] || scripts/setup/readers.sh
 
 # Build first, so that the budget is spent on cases.
-cargo test -p outflow-iceberg --test evolution_property --no-run
+cargo test -p outflow-iceberg --test it --no-run
 
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
@@ -31,7 +31,7 @@ start=$(date +%s)
 status=0
 OUTFLOW_PROPERTY_CASES="$CASES" OUTFLOW_PROPERTY_SECONDS="$BUDGET" \
   timeout --kill-after=30 "$((BUDGET + 1200))" \
-  cargo test -p outflow-iceberg --test evolution_property -- --nocapture 2>&1 | tee "$log" || status=$?
+  cargo test -p outflow-iceberg --test it evolution_property:: -- --nocapture 2>&1 | tee "$log" || status=$?
 wall=$(($(date +%s) - start))
 
 summary="$(grep -m1 '^evolution property:' "$log" || true)"

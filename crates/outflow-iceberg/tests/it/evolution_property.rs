@@ -11,14 +11,13 @@
 //! Cases are drawn from a sequence of numbers proptest generates and shrinks (see [`Draw`]):
 //! a failure shrinks to a small table and a small input, printed with the failure.
 
-mod common;
-
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::sorted;
 use arrow_array::{
     ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int8Array, Int16Array,
     Int32Array, Int64Array, ListArray, MapArray, RecordBatch, StringArray, StructArray,
@@ -26,7 +25,6 @@ use arrow_array::{
 };
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType as ArrowType, Field as ArrowField, Fields, Schema as ArrowSchema, TimeUnit};
-use common::sorted;
 use outflow_core::schema::{DataType, FIELD_ID_KEY, Field, InputSchema, PrimitiveType, Schema};
 use outflow_core::{
     CreateDisposition, EvolutionPlan, EvolutionPlanner, IncompatibleSchemaHandling, PrepareDestination,

@@ -9,15 +9,13 @@
 //! read by position. So for such files the two readers are compared on every column but the
 //! struct ones, and where Java cannot read at all PyIceberg alone checks the values.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::common::*;
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field};
-use common::*;
 use outflow_core::{
     CreateDisposition, ErrorKind, IncompatibleSchemaHandling, SchemaEvolutionConfig,
     SchemaEvolutionOption as Opt, UnverifiableFileHandling,

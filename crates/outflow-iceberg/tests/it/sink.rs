@@ -1,13 +1,11 @@
 //! The Iceberg sink against real catalogs (SQLite, and Apache Iceberg's REST fixture), with
 //! every table read back by PyIceberg and Java Iceberg.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow_schema::{DataType, Field, TimeUnit};
-use common::*;
 use outflow_core::{
     CreateDisposition, ErrorKind, IncompatibleSchemaHandling, SchemaEvolutionConfig, SchemaEvolutionOption,
     Sink, WriteDisposition,

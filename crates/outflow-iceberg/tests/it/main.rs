@@ -1,0 +1,8 @@
+//! outflow-iceberg's integration tests in one test binary (each binary links iceberg-rust,
+//! the catalogs and the readers' harness, so one is quicker to build than three), against
+//! real catalogs, with every table read back by independent readers.
+
+mod add_files;
+mod common;
+mod evolution_property;
+mod sink;
