@@ -444,12 +444,16 @@ fn applied_changes(
     admission: &Admission,
 ) -> BTreeMap<ChangeKey, BTreeSet<usize>> {
     if creating {
+        // With every input rejected nothing is created, so nothing is added.
+        if admission.alive.is_empty() {
+            return BTreeMap::new();
+        }
         return schema
             .fields
             .iter()
             .map(|f| {
                 let key = (
-                    f.name.clone(),
+                    join_path("", &f.name),
                     ChangeKind::Addition,
                     None,
                     Some(f.data_type.to_string()),

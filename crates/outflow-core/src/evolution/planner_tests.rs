@@ -654,6 +654,23 @@ fn render_names_changes_and_inputs() {
 // Dotted names, map keys, pinned nested columns, loud edits.
 
 #[test]
+fn creating_from_rejected_inputs_adds_nothing_and_dotted_names_stay_quoted() {
+    let c = pinned(&[AllowFieldAddition], &["id"]);
+    let rejected = input(vec![Field::optional("id", Long)]).with_null_count("id", 2);
+    let p = plan(None, &c, &[rejected]);
+    assert_eq!(verdicts(&p), [Verdict::Incompatible]);
+    assert!(p.schema.is_none());
+    assert!(p.applied_changes().next().is_none(), "{p}");
+    let created = plan(
+        None,
+        &config(&[]),
+        &[input(vec![Field::required("user.id", Long)])],
+    );
+    let paths: Vec<&str> = created.changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["`user.id`"]);
+}
+
+#[test]
 fn a_column_with_a_dot_in_its_name_is_added_once() {
     let t = table(vec![Field::required("id", Long)]);
     let c = config(&[AllowFieldAddition, AllowFieldRelaxation]);
