@@ -120,10 +120,11 @@ fn read_ids(env: &BigQueryEnv, dataset: &str) -> Vec<i64> {
     ids
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_writers_commit_their_pending_streams_together() {
+/// A fresh dataset with the events table, a spec-built table over it, and a session where
+/// `source` has three partitions of 1,000 ids each.
+async fn three_writers_into_events(prefix: &str) -> (BigQueryEnv, String, SessionContext, SinkTable) {
     let env = BigQueryEnv::from_env();
-    let dataset = outflow_testkit::unique_name("dfpar");
+    let dataset = outflow_testkit::unique_name(prefix);
     env.create_dataset(&dataset);
     let options = events_options(&env, &dataset);
     create_events(&options).await;
@@ -131,6 +132,12 @@ async fn three_writers_commit_their_pending_streams_together() {
     let ctx = SessionContext::new();
     ctx.register_table("source", Arc::new(source(3, 1000))).unwrap();
     ctx.register_table("events", Arc::new(table.clone())).unwrap();
+    (env, dataset, ctx, table)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_writers_commit_their_pending_streams_together() {
+    let (env, dataset, ctx, table) = three_writers_into_events("dfpar").await;
 
     let df = ctx
         .sql("INSERT INTO events SELECT id, 'Porto' FROM source")
@@ -172,15 +179,7 @@ async fn three_writers_commit_their_pending_streams_together() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_failing_midway_commits_no_writer_s_rows() {
-    let env = BigQueryEnv::from_env();
-    let dataset = outflow_testkit::unique_name("dffail");
-    env.create_dataset(&dataset);
-    let options = events_options(&env, &dataset);
-    create_events(&options).await;
-    let table = SinkTable::from_spec(events_schema(), SinkSpec::BigQuery(Box::new(options)));
-    let ctx = SessionContext::new();
-    ctx.register_table("source", Arc::new(source(3, 1000))).unwrap();
-    ctx.register_table("events", Arc::new(table)).unwrap();
+    let (env, dataset, ctx, _) = three_writers_into_events("dffail").await;
 
     // The middle writer fails on its last batch, when the others have written theirs (to
     // pending streams nobody commits).
