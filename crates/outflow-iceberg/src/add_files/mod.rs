@@ -465,6 +465,11 @@ impl Run<'_> {
         if self.reject_incompatible(&decision, &paths).is_break() {
             return Ok(());
         }
+        // Every file was turned away, each an error already: nothing to register, and when
+        // the table was to be created from them, no table either.
+        if !decision.compatible.iter().any(|c| *c) {
+            return Ok(());
+        }
         let target = self.target(decision.simulated)?;
         let data_files = self.data_files(&files, &groups, &paths, &decision.compatible, &target);
         self.register(index, data_files).await

@@ -1660,6 +1660,47 @@ pq.write_table(pa.table({"id": pa.array([3], pa.int64()), "v": pa.array(["c"]), 
 }
 
 #[tokio::test]
+async fn a_table_every_file_would_be_refused_from_is_not_created() {
+    let lake = Lake::new();
+    let table = table_name();
+    lake.pyarrow(
+        r#"
+pq.write_table(pa.table({"id": pa.array([2, None], pa.int64())}), out("null_id.parquet"))
+pq.write_table(pa.table({"v": pa.array(["d"])}), out("no_id.parquet"))
+"#,
+    );
+    let config = evolution(&[Opt::AllowFieldAddition])
+        .required_column("id")
+        .on_incompatible(IncompatibleSchemaHandling::RouteToErrors)
+        .build()
+        .unwrap();
+    let options = lake.options(&table).schema_evolution(config).build().unwrap();
+    let result = add(
+        options,
+        &["null_id.parquet", "no_id.parquet"].map(|f| lake.path(f)),
+    )
+    .await;
+    assert!(!result.table_created, "{}", result.render());
+    assert_eq!(result.files_added, 0);
+    assert_eq!(
+        errors(&result),
+        [
+            ("no_id.parquet".into(), FileErrorKind::Incompatible),
+            ("null_id.parquet".into(), FileErrorKind::Incompatible)
+        ]
+    );
+    let catalog = IcebergCatalog::connect(&lake.fx.config).await.unwrap();
+    let loaded = catalog
+        .load_table(&parse_table_ident(&table).unwrap())
+        .await
+        .unwrap();
+    assert!(
+        loaded.is_none(),
+        "a table was created from files that were all refused"
+    );
+}
+
+#[tokio::test]
 async fn a_missing_table_under_create_never_is_an_error_naming_it() {
     let lake = Lake::new();
     let table = table_name();
