@@ -148,25 +148,37 @@ pub async fn commit_data(
                 tracing::info!(table = %name, commit_id = %commit.commit_id, snapshot_id, "already committed");
                 return Ok(CommitOutcome::AlreadyCommitted { snapshot_id });
             }
-            let built = build_snapshot(&table, commit).await?;
-            let snapshot_id = built.snapshot_id;
-            match catalog.commit(&table, built.requirements, built.updates).await {
-                Ok(()) => {
-                    tracing::info!(table = %name, snapshot_id, attempt, files = commit.files.len(), "committed");
-                    Ok(CommitOutcome::Committed { snapshot_id })
-                }
-                Err(err) => {
-                    if err.kind() == ErrorKind::Conflict {
-                        // Certain not to be referenced: the commit did not happen.
-                        for path in &built.written {
-                            let _ = table.file_io().delete(path).await;
-                        }
-                    }
-                    Err(err)
-                }
-            }
+            commit_attempt(catalog, &table, commit, attempt).await
         })
         .await
+}
+
+/// One attempt at committing `commit` on top of `table` as loaded: a new snapshot, or the
+/// catalog's error (a conflict when another writer committed first; the manifests written
+/// for the attempt are deleted then, since nothing can reference them).
+pub(crate) async fn commit_attempt(
+    catalog: &IcebergCatalog,
+    table: &Table,
+    commit: &DataCommit,
+    attempt: u32,
+) -> Result<CommitOutcome> {
+    let name = table_name(table.identifier());
+    let built = build_snapshot(table, commit).await?;
+    let snapshot_id = built.snapshot_id;
+    match catalog.commit(table, built.requirements, built.updates).await {
+        Ok(()) => {
+            tracing::info!(table = %name, snapshot_id, attempt, files = commit.files.len(), "committed");
+            Ok(CommitOutcome::Committed { snapshot_id })
+        }
+        Err(err) => {
+            if err.kind() == ErrorKind::Conflict {
+                for path in &built.written {
+                    let _ = table.file_io().delete(path).await;
+                }
+            }
+            Err(err)
+        }
+    }
 }
 
 /// A snapshot ready to commit.

@@ -76,8 +76,8 @@ use crate::admin::create_with_name_mapping;
 use crate::client::IcebergCatalog;
 use crate::client::IcebergResultExt;
 use crate::commit::{
-    CommitOutcome, DataCommit, SnapshotKind, commit_data, commit_id_for, commit_schema, name_mapping,
-    updated_name_mapping,
+    CommitOutcome, DataCommit, SnapshotKind, commit_attempt, commit_id_for, commit_schema, find_commit,
+    name_mapping, updated_name_mapping,
 };
 use crate::partition::partition_spec;
 use crate::schema::{from_iceberg_schema, parse_table_ident, table_name, to_iceberg_schema};
@@ -158,6 +158,8 @@ impl AddFiles {
             name: name.clone(),
             table: None,
             registered: HashSet::new(),
+            registered_at: None,
+            given: HashMap::new(),
             result: AddFilesResult {
                 table: name.clone(),
                 dry_run: config.dry_run(),
@@ -173,6 +175,7 @@ impl AddFiles {
         }
         if let Some(table) = &run.table {
             run.registered = registered_files(table).await?;
+            run.registered_at = table.metadata().current_snapshot_id();
         }
 
         // Distinct inputs in order, the first occurrence kept.
@@ -214,6 +217,7 @@ impl AddFiles {
                 });
                 continue;
             }
+            run.given.insert(key, given.to_string());
             todo.push(Input {
                 given: given.to_string(),
                 location,
@@ -397,6 +401,10 @@ struct Run<'a> {
     table: Option<Table>,
     /// Data files in the table, by comparable location.
     registered: HashSet<String>,
+    /// The snapshot `registered` was read at (with this run's own commits added since).
+    registered_at: Option<i64>,
+    /// Each input as the caller gave it, by comparable location: how reports name files.
+    given: HashMap<String, String>,
     result: AddFilesResult,
     read: Arc<AtomicUsize>,
     total: usize,
@@ -658,15 +666,13 @@ impl Run<'_> {
     /// one snapshot whose commit id follows the files, so a rerun commits nothing new.
     async fn register(&mut self, index: usize, data_files: Vec<DataFile>) -> Result<()> {
         let add = self.add;
-        let added = data_files.len();
-        let records: u64 = data_files.iter().map(DataFile::record_count).sum();
-        self.result.files_added += added;
-        self.result.records_added += records;
         if add.options.schema_evolution.dry_run() || data_files.is_empty() {
+            self.result.files_added += data_files.len();
+            self.result.records_added += data_files.iter().map(DataFile::record_count).sum::<u64>();
             return Ok(());
         }
         let table = self.table.as_ref().expect("a table exists outside dry runs");
-        let commit = DataCommit {
+        let mut commit = DataCommit {
             kind: SnapshotKind::Append,
             commit_id: commit_id_for(
                 &format!("add-files:{}", self.name),
@@ -678,21 +684,75 @@ impl Run<'_> {
             partition_spec_id: table.metadata().default_partition_spec_id(),
             files: data_files,
         };
-        let outcome = commit_data(&add.catalog, &self.ident, &commit, &add.options.retry).await?;
+        let outcome = self.commit_unregistered(&mut commit).await?;
+        let records: u64 = commit.files.iter().map(DataFile::record_count).sum();
+        self.result.files_added += commit.files.len();
+        self.result.records_added += records;
         for f in &commit.files {
             self.registered.insert(comparable(f.file_path()).to_string());
         }
-        self.result.snapshots.push(CommittedSnapshot {
-            window: index,
-            snapshot_id: outcome.snapshot_id(),
-            commit_id: commit.commit_id.clone(),
-            files: added,
-            records,
-            bytes: commit.files.iter().map(DataFile::file_size_in_bytes).sum(),
-            already_committed: matches!(outcome, CommitOutcome::AlreadyCommitted { .. }),
-        });
+        if let Some(outcome) = outcome {
+            self.result.snapshots.push(CommittedSnapshot {
+                window: index,
+                snapshot_id: outcome.snapshot_id(),
+                commit_id: commit.commit_id.clone(),
+                files: commit.files.len(),
+                records,
+                bytes: commit.files.iter().map(DataFile::file_size_in_bytes).sum(),
+                already_committed: matches!(outcome, CommitOutcome::AlreadyCommitted { .. }),
+            });
+        }
         self.table = Some(add.catalog.require_table(&self.ident).await?);
         Ok(())
+    }
+
+    /// Commits the window's files, retrying lost races. Another run may register some of
+    /// the same files meanwhile, so whenever the table has moved past the snapshot this run
+    /// last read its files at, they are read again and those it now holds leave the commit,
+    /// reported as already registered: runs that overlap register each file once. `None`
+    /// when no file was left to commit.
+    async fn commit_unregistered(&mut self, commit: &mut DataCommit) -> Result<Option<CommitOutcome>> {
+        let add = self.add;
+        let mut retrying = add.options.retry.start(format!("commit to {}", self.name));
+        loop {
+            let table = add.catalog.require_table(&self.ident).await?;
+            if let Some(snapshot_id) = find_commit(&table, &commit.commit_id) {
+                self.registered_at = None;
+                return Ok(Some(CommitOutcome::AlreadyCommitted { snapshot_id }));
+            }
+            let now = table.metadata().current_snapshot_id();
+            if now != self.registered_at {
+                self.registered = registered_files(&table).await?;
+                self.registered_at = now;
+                self.drop_registered(commit);
+                if commit.files.is_empty() {
+                    return Ok(None);
+                }
+            }
+            match commit_attempt(&add.catalog, &table, commit, retrying.attempt()).await {
+                Ok(outcome) => {
+                    self.registered_at = Some(outcome.snapshot_id());
+                    return Ok(Some(outcome));
+                }
+                Err(err) => retrying.after(err).await?,
+            }
+        }
+    }
+
+    /// Takes the files the table already holds out of `commit`, each reported as already
+    /// registered.
+    fn drop_registered(&mut self, commit: &mut DataCommit) {
+        let (taken, left): (Vec<DataFile>, Vec<DataFile>) = std::mem::take(&mut commit.files)
+            .into_iter()
+            .partition(|f| self.registered.contains(comparable(f.file_path())));
+        commit.files = left;
+        for f in taken {
+            let path = self.given.get(comparable(f.file_path())).cloned();
+            self.result.skipped.push(SkippedFile {
+                path: path.unwrap_or_else(|| f.file_path().to_string()),
+                reason: SkipReason::AlreadyRegistered,
+            });
+        }
     }
 
     /// Plans the window and makes the table fit: creation, or at most one schema commit

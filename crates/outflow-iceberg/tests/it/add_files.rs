@@ -1402,6 +1402,70 @@ for i in range(4):
     assert!(ids.contains(&&json!(a.snapshots[0].commit_id)), "{ids:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_runs_register_each_file_once() {
+    let lake = Lake::new();
+    lake.pyarrow(
+        r#"
+for i in range(20):
+    pq.write_table(pa.table({"id": pa.array([i], pa.int64())}), out(f"f{i:02}.parquet"))
+"#,
+    );
+    let files: Vec<String> = (0..20).map(|i| lake.path(&format!("f{i:02}.parquet"))).collect();
+    let slices = [0..10, 5..15, 10..20, 0..20];
+    for round in 0..10 {
+        let table = table_name();
+        add(lake.options(&table).build().unwrap(), &files[19..]).await;
+        // Four runs at once over lists that overlap: each commit that loses the race must
+        // drop the files the winners registered meanwhile, not register them again.
+        let mut runs = Vec::new();
+        for slice in slices.clone() {
+            let add = AddFiles::connect(lake.options(&table).build().unwrap())
+                .await
+                .unwrap();
+            let files = files[slice].to_vec();
+            runs.push(tokio::spawn(async move { add.run(&files).await }));
+        }
+        let mut added = 0;
+        let mut reports = String::new();
+        for (run, slice) in runs.into_iter().zip(slices.clone()) {
+            let result = run.await.unwrap().unwrap();
+            reports.push_str(&result.render());
+            assert!(result.errors.is_empty(), "round {round}: {}", result.render());
+            let skipped = result
+                .skipped
+                .iter()
+                .filter(|s| s.reason == SkipReason::AlreadyRegistered)
+                .count();
+            assert_eq!(
+                result.files_added + skipped,
+                slice.len(),
+                "round {round}: every file is added or already registered\n{}",
+                result.render()
+            );
+            // Two runs left with the same files share a commit id: the second finds the
+            // first's snapshot and reports it as already committed.
+            added += result
+                .snapshots
+                .iter()
+                .filter(|s| !s.already_committed)
+                .map(|s| s.files)
+                .sum::<usize>();
+        }
+        assert_eq!(
+            added, 19,
+            "round {round}: the runs' new snapshots hold each new file once\n{reports}"
+        );
+        let read = lake.read(&table);
+        let mut ids: Vec<i64> = read_rows(&read)
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..20).collect::<Vec<i64>>(), "round {round}");
+    }
+}
+
 #[tokio::test]
 async fn unreadable_files_are_errors_for_those_files_only() {
     let lake = Lake::new();
