@@ -140,6 +140,7 @@ pub(crate) fn facts(
             format!("the footer counts {num_rows} rows"),
         ));
     }
+    consistent(metadata, size).map_err(|message| FileFailure::new(FileErrorKind::Corrupt, message))?;
     let schema = guarded(|| file_schema(metadata))
         .map_err(|message| FileFailure::new(FileErrorKind::Corrupt, message))?
         .map_err(|e| FileFailure::new(e.kind, e.message))?;
@@ -150,6 +151,39 @@ pub(crate) fn facts(
         schema,
         split_offsets: split_offsets(metadata, size),
     })
+}
+
+/// Checks what the footer says against itself and the file: the row count is the sum of
+/// the row groups' (registered as the file's record count, which readers size their reads
+/// by), and every column chunk lies inside the file.
+fn consistent(metadata: &ParquetMetaData, size: u64) -> Result<(), String> {
+    let num_rows = metadata.file_metadata().num_rows();
+    let mut in_groups: i64 = 0;
+    for (g, group) in metadata.row_groups().iter().enumerate() {
+        if group.num_rows() < 0 {
+            return Err(format!("row group {g} counts {} rows", group.num_rows()));
+        }
+        in_groups = in_groups.saturating_add(group.num_rows());
+        for column in group.columns() {
+            let start = column
+                .dictionary_page_offset()
+                .unwrap_or_else(|| column.data_page_offset());
+            let end = start.checked_add(column.compressed_size());
+            if start < 0 || column.compressed_size() < 0 || end.is_none_or(|e| e as u64 > size) {
+                return Err(format!(
+                    "row group {g}: column {} spans bytes {start} to {} of a {size}-byte file",
+                    outflow_core::schema::path_of(column.column_path().parts()),
+                    end.map_or_else(|| "overflow".to_string(), |e| e.to_string())
+                ));
+            }
+        }
+    }
+    if in_groups != num_rows {
+        return Err(format!(
+            "the footer counts {num_rows} rows but its row groups hold {in_groups}"
+        ));
+    }
+    Ok(())
 }
 
 /// Runs `f`, turning a panic into an error message: the Parquet reader has panicked on
@@ -354,6 +388,70 @@ mod tests {
             Tail::Longer { start, len } => Ok(read(start, len)),
             Tail::NoMagic => Err(no_magic(&read(0, 4))),
         }
+    }
+
+    /// A real two-row-group file's bytes and footer.
+    fn two_row_groups() -> (Bytes, ParquetMetaData) {
+        use std::sync::Arc;
+
+        use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+        use parquet::arrow::ArrowWriter;
+        use parquet::file::properties::WriterProperties;
+
+        let batch =
+            RecordBatch::try_from_iter([("id", Arc::new(Int64Array::from_iter_values(0..10)) as ArrayRef)])
+                .unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(5))
+            .build();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let bytes = Bytes::from(bytes);
+        let metadata = ParquetMetaDataReader::new().parse_and_finish(&bytes).unwrap();
+        assert_eq!(metadata.num_row_groups(), 2);
+        (bytes, metadata)
+    }
+
+    #[test]
+    fn a_footer_whose_row_count_contradicts_its_row_groups_is_corrupt() {
+        use parquet::file::metadata::FileMetaData;
+
+        let (bytes, metadata) = two_row_groups();
+        let size = bytes.len() as u64;
+        assert_eq!(facts("f".into(), size, &metadata).unwrap().record_count, 10);
+        let file = metadata.file_metadata();
+        let inflated = ParquetMetaData::new(
+            FileMetaData::new(
+                file.version(),
+                4_600_000_000_000_000_000,
+                None,
+                None,
+                file.schema_descr_ptr(),
+                None,
+            ),
+            metadata.row_groups().to_vec(),
+        );
+        let err = facts("f".into(), size, &inflated).unwrap_err();
+        assert_eq!(err.kind, FileErrorKind::Corrupt);
+        assert!(
+            err.message
+                .contains("4600000000000000000 rows but its row groups hold 10"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn a_column_chunk_past_the_end_of_the_file_is_corrupt() {
+        let (_, metadata) = two_row_groups();
+        // A file one byte shorter than where the last column chunk ends.
+        let last = &metadata.row_groups()[1].columns()[0];
+        let end = last.dictionary_page_offset().unwrap_or(last.data_page_offset()) + last.compressed_size();
+        let err = facts("f".into(), end as u64 - 1, &metadata).unwrap_err();
+        assert_eq!(err.kind, FileErrorKind::Corrupt);
+        assert!(err.message.contains("column id spans bytes"), "{}", err.message);
     }
 
     #[test]
