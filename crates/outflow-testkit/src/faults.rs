@@ -1,0 +1,214 @@
+//! Loopback endpoints that misbehave on purpose, for the deadline and retry tests of any
+//! service (HTTP/1.1 or gRPC alike, since they work on bytes):
+//!
+//! - [`FaultyEndpoint::silent`] accepts connections, reads what it is sent and never
+//!   answers;
+//! - [`FaultyEndpoint::slow`] stands in front of a real server and holds back each of its
+//!   replies;
+//! - [`FaultyEndpoint::reset_mid_response`] stands in front of a real server, lets the first
+//!   bytes of its reply through, then resets the connection;
+//! - [`FaultyEndpoint::http_status`] answers every HTTP request with one status.
+//!
+//! Each listens on an ephemeral 127.0.0.1 port and stops, closing every connection it
+//! holds, when dropped. (Bigtable's [`crate::bigtable::FaultProxy`] breaks connections on
+//! demand instead, mid-test.)
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+/// What an endpoint does with each connection.
+#[derive(Clone, Debug)]
+enum Fault {
+    Silent,
+    Slow { upstream: String, delay: Duration },
+    ResetMidResponse { upstream: String, after: usize },
+    HttpStatus(u16),
+}
+
+/// A loopback endpoint with a fault; see the module docs.
+pub struct FaultyEndpoint {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    accept: JoinHandle<()>,
+}
+
+impl FaultyEndpoint {
+    /// Accepts connections and reads from them, never writing a byte.
+    pub async fn silent() -> FaultyEndpoint {
+        FaultyEndpoint::start(Fault::Silent).await
+    }
+
+    /// Forwards to `upstream` (`host:port`), holding back each reply of the server (the
+    /// first bytes it sends after the client sent some) by `delay`.
+    pub async fn slow(upstream: &str, delay: Duration) -> FaultyEndpoint {
+        FaultyEndpoint::start(Fault::Slow {
+            upstream: upstream.to_string(),
+            delay,
+        })
+        .await
+    }
+
+    /// Forwards to `upstream` (`host:port`), passes the first `after` bytes the server
+    /// sends on each connection, then resets (RST) both sides.
+    pub async fn reset_mid_response(upstream: &str, after: usize) -> FaultyEndpoint {
+        FaultyEndpoint::start(Fault::ResetMidResponse {
+            upstream: upstream.to_string(),
+            after,
+        })
+        .await
+    }
+
+    /// Answers every HTTP/1.1 request with `status` and a small JSON error body (the
+    /// Iceberg REST error model), closing the connection after each.
+    pub async fn http_status(status: u16) -> FaultyEndpoint {
+        FaultyEndpoint::start(Fault::HttpStatus(status)).await
+    }
+
+    async fn start(fault: Fault) -> FaultyEndpoint {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let addr = listener.local_addr().expect("local address");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counter = connections.clone();
+        let accept = tokio::spawn(async move {
+            // Owned by this task: aborting it (on drop) aborts every connection's task too.
+            let mut handlers = JoinSet::new();
+            while let Ok((client, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                handlers.spawn(serve(client, fault.clone()));
+            }
+        });
+        FaultyEndpoint {
+            addr,
+            connections,
+            accept,
+        }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Connections accepted so far (a client that retried opened more than one).
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FaultyEndpoint {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+async fn serve(mut client: TcpStream, fault: Fault) {
+    let _ = client.set_nodelay(true);
+    match fault {
+        Fault::Silent => {
+            let mut buf = vec![0u8; 16 * 1024];
+            while matches!(client.read(&mut buf).await, Ok(n) if n > 0) {}
+        }
+        Fault::HttpStatus(status) => answer_status(client, status).await,
+        Fault::Slow { upstream, delay } => {
+            if let Ok(server) = TcpStream::connect(&upstream).await {
+                forward(client, server, Some(delay), None).await;
+            }
+        }
+        Fault::ResetMidResponse { upstream, after } => {
+            if let Ok(server) = TcpStream::connect(&upstream).await {
+                forward(client, server, None, Some(after)).await;
+            }
+        }
+    }
+}
+
+async fn answer_status(mut client: TcpStream, status: u16) {
+    // Read up to the end of the request's headers; a body, if any, is left unread.
+    let mut request = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        match client.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+    }
+    let body =
+        format!(r#"{{"error":{{"message":"injected failure","type":"InjectedFailure","code":{status}}}}}"#);
+    let response = format!(
+        "HTTP/1.1 {status} Injected\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.write_all(response.as_bytes()).await;
+    let _ = client.shutdown().await;
+}
+
+/// Copies bytes both ways; `delay` holds back each reply, `cut_after` resets the connection
+/// once that many reply bytes went through.
+async fn forward(client: TcpStream, server: TcpStream, delay: Option<Duration>, cut_after: Option<usize>) {
+    let _ = server.set_nodelay(true);
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let asked = AtomicBool::new(false);
+    let upstream = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = client_read.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<_, std::io::Error>(());
+            }
+            asked.store(true, Ordering::SeqCst);
+            server_write.write_all(&buf[..n]).await?;
+        }
+    };
+    let downstream = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut sent = 0usize;
+        loop {
+            let n = server_read.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<_, std::io::Error>(());
+            }
+            if let Some(delay) = delay
+                && asked.swap(false, Ordering::SeqCst)
+            {
+                tokio::time::sleep(delay).await;
+            }
+            let chunk = match cut_after {
+                Some(limit) => &buf[..n.min(limit - sent)],
+                None => &buf[..n],
+            };
+            client_write.write_all(chunk).await?;
+            sent += chunk.len();
+            if cut_after.is_some_and(|limit| sent >= limit) {
+                return Ok(());
+            }
+        }
+    };
+    tokio::select! {
+        _ = upstream => {}
+        _ = downstream => {}
+    }
+    if cut_after.is_some()
+        && let (Ok(client), Ok(server)) = (
+            client_read.reunite(client_write),
+            server_read.reunite(server_write),
+        )
+    {
+        // Dropped with SO_LINGER 0, each socket sends a reset.
+        let _ = client.set_zero_linger();
+        let _ = server.set_zero_linger();
+    }
+}
