@@ -14,12 +14,20 @@
 //! manifests of its own. So commits go through Outflow's own path, atomic on each catalog:
 //! on SQL, a new metadata file and a compare-and-swap of the table's `metadata_location`
 //! row; on REST, the protocol's commit endpoint with requirements.
+//!
+//! Every call to a REST catalog has a deadline: a connect timeout and a per-request
+//! timeout (catalog properties `connect-timeout` and `request-timeout`), and the reads
+//! (`/v1/config`, loading a table, a namespace's existence) are retried while they fail
+//! transiently, under the sink's retry policy, each attempt cut where that policy's deadline
+//! ends. Creating and committing are sent once here: their callers look at the catalog again
+//! before trying anew (a created table is loaded, a commit id is searched for).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use iceberg::io::LocalFsStorageFactory;
 use iceberg::spec::{Schema as IcebergSchema, SortOrder, UnboundPartitionSpec};
@@ -29,7 +37,7 @@ use iceberg::{
 };
 use iceberg_catalog_rest::{CommitTableRequest, RestCatalogBuilder};
 use iceberg_catalog_sql::SqlCatalogBuilder;
-use outflow_core::{Error, ErrorKind, Result};
+use outflow_core::{Error, ErrorKind, Result, RetryClass, RetryPolicy};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use crate::options::CatalogConfig;
@@ -81,6 +89,169 @@ enum CommitPath {
     },
 }
 
+/// The catalog property bounding how long opening a connection to a REST catalog may take.
+pub const REST_CONNECT_TIMEOUT: &str = "connect-timeout";
+/// The catalog property bounding how long one request to a REST catalog may take.
+pub const REST_REQUEST_TIMEOUT: &str = "request-timeout";
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A REST catalog's endpoint and deadlines, for bounding and describing its calls.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RestEndpoint {
+    /// The catalog's URI as configured (after a job file's variables were replaced).
+    uri: String,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+}
+
+impl RestEndpoint {
+    /// Reads the timeouts from the catalog's properties; a bad value names its key.
+    pub(crate) fn new(uri: &str, properties: &BTreeMap<String, String>) -> Result<RestEndpoint> {
+        let timeout = |key: &str, default: Duration| -> Result<Duration> {
+            let Some(text) = properties.get(key) else {
+                return Ok(default);
+            };
+            match outflow_core::duration::parse(text) {
+                Ok(d) if !d.is_zero() => Ok(d),
+                Ok(_) => Err(Error::invalid_config(
+                    &format!("catalog.properties.{key}"),
+                    "is zero",
+                )),
+                Err(e) => Err(Error::invalid_config(&format!("catalog.properties.{key}"), e)),
+            }
+        };
+        Ok(RestEndpoint {
+            uri: uri.to_string(),
+            connect_timeout: timeout(REST_CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT)?,
+            request_timeout: timeout(REST_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)?,
+        })
+    }
+
+    /// An HTTP client whose every request has the connect and request timeouts.
+    fn http_client(&self) -> Result<reqwest::Client> {
+        reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .timeout(self.request_timeout)
+            .build()
+            .map_err(|e| Error::internal(format!("building the HTTP client for {}: {e}", self.uri)))
+    }
+
+    /// Runs one call, cut at the request timeout or at `left`, whichever comes first.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        left: Duration,
+        call: impl Future<Output = iceberg::Result<T>>,
+    ) -> Result<T> {
+        let limit = self.request_timeout.min(left).max(Duration::from_millis(1));
+        match tokio::time::timeout(limit, call).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(self.error(what, e)),
+            Err(_) => Err(self.no_answer(what, limit)),
+        }
+    }
+
+    /// A call cut short by its deadline: transient, naming the endpoint.
+    fn no_answer(&self, what: &str, limit: Duration) -> Error {
+        RetryClass::Transient
+            .error(format!(
+                "{what}: the REST catalog at {} did not answer within {} ms",
+                self.uri,
+                limit.as_millis()
+            ))
+            .with_context("endpoint", self.uri.clone())
+    }
+
+    /// An HTTP exchange that failed before an answer (a timeout cut it at `limit`):
+    /// transient, naming the endpoint.
+    fn transport(&self, what: &str, err: &reqwest::Error, limit: Duration) -> Error {
+        let uri = &self.uri;
+        let message = if err.is_timeout() {
+            format!(
+                "{what}: the REST catalog at {uri} did not answer within {} ms",
+                limit.as_millis()
+            )
+        } else if err.is_connect() {
+            format!("{what}: cannot reach the REST catalog at {uri}")
+        } else {
+            format!("{what}: the REST catalog at {uri} broke off the exchange")
+        };
+        RetryClass::Transient
+            .error(format!("{message} ({})", error_chain(err)))
+            .with_context("endpoint", uri.clone())
+    }
+
+    /// An answer with a status that is not success. Server errors and throttling may pass;
+    /// the rest means the request or the job's settings are wrong (`otherwise`).
+    fn status(&self, what: &str, status: u16, detail: &str, otherwise: ErrorKind) -> Error {
+        let class = match status {
+            429 => RetryClass::Throttled,
+            408 | 500..=599 => RetryClass::Transient,
+            _ => RetryClass::Permanent(otherwise),
+        };
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!(": {detail}")
+        };
+        class
+            .error(format!(
+                "{what}: the REST catalog at {} answered HTTP {status}{detail}",
+                self.uri
+            ))
+            .with_context("endpoint", self.uri.clone())
+            .with_context("status", status.to_string())
+    }
+
+    /// Classifies an iceberg-rust error of a REST call: its HTTP failures are classified
+    /// here (iceberg-rust 0.10.1 reports them all as unexpected), the rest as usual.
+    fn error(&self, what: &str, err: iceberg::Error) -> Error {
+        let transport = std::iter::successors(std::error::Error::source(&err), |e| e.source())
+            .find_map(|e| e.downcast_ref::<reqwest::Error>());
+        if let Some(http) = transport {
+            return self.transport(what, http, self.request_timeout).with_source(err);
+        }
+        if let Some(status) = iceberg_status(&err) {
+            let otherwise = match status {
+                401 | 403 => ErrorKind::InvalidConfig,
+                400 | 422 => ErrorKind::InvalidInput,
+                404 => ErrorKind::NotFound,
+                _ => ErrorKind::Internal,
+            };
+            return self
+                .status(what, status, err.message(), otherwise)
+                .with_source(err);
+        }
+        from_iceberg(err, format_args!("{what} (REST catalog {})", self.uri))
+            .with_context("endpoint", self.uri.clone())
+    }
+}
+
+/// The HTTP status iceberg-rust 0.10.1 records in an unexpected answer's context
+/// (`status: 500 Internal Server Error`), which only its `Display` shows.
+fn iceberg_status(err: &iceberg::Error) -> Option<u16> {
+    if err.kind() != iceberg::ErrorKind::Unexpected {
+        return None;
+    }
+    let text = err.to_string();
+    let context = text.split_once("context: {")?.1;
+    let status = context.split_once("status: ")?.1;
+    status.get(..3)?.parse().ok()
+}
+
+/// An error and its sources, `: `-separated (reqwest's own message leaves out the cause).
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// A connected catalog: iceberg-rust's catalog for reads and creation, and Outflow's own
 /// atomic commit path.
 #[derive(Clone)]
@@ -88,6 +259,10 @@ pub struct IcebergCatalog {
     name: String,
     inner: Arc<dyn Catalog>,
     commits: Arc<CommitPath>,
+    /// For a REST catalog: its endpoint and deadlines.
+    rest: Option<Arc<RestEndpoint>>,
+    /// How reads of a REST catalog are retried.
+    retry: RetryPolicy,
     // Keeps a temporary warehouse of a memory catalog alive as long as the catalog.
     _scratch: Option<Arc<TempDir>>,
 }
@@ -110,8 +285,15 @@ impl Drop for TempDir {
 }
 
 impl IcebergCatalog {
-    /// Connects to the catalog `config` describes (creating a SQLite file if absent).
+    /// Connects to the catalog `config` describes (creating a SQLite file if absent), with
+    /// the default retry policy for a REST catalog's reads.
     pub async fn connect(config: &CatalogConfig) -> Result<IcebergCatalog> {
+        IcebergCatalog::connect_with_retry(config, &RetryPolicy::default()).await
+    }
+
+    /// Connects to the catalog `config` describes; a REST catalog's reads (the connection's
+    /// `/v1/config` included) are retried under `retry`, and none outlasts its deadline.
+    pub async fn connect_with_retry(config: &CatalogConfig, retry: &RetryPolicy) -> Result<IcebergCatalog> {
         config.validate()?;
         match config {
             CatalogConfig::Sql {
@@ -146,7 +328,7 @@ impl IcebergCatalog {
                 warehouse,
                 name,
                 properties,
-            } => Self::connect_rest(name, uri, warehouse.as_deref(), properties).await,
+            } => Self::connect_rest(name, uri, warehouse.as_deref(), properties, retry).await,
         }
     }
 
@@ -184,6 +366,8 @@ impl IcebergCatalog {
             name: name.to_string(),
             inner: Arc::new(inner),
             commits: Arc::new(CommitPath::Sql { pool }),
+            rest: None,
+            retry: RetryPolicy::none(),
             _scratch: scratch,
         })
     }
@@ -193,8 +377,14 @@ impl IcebergCatalog {
         uri: &str,
         warehouse: Option<&str>,
         properties: &BTreeMap<String, String>,
+        retry: &RetryPolicy,
     ) -> Result<IcebergCatalog> {
-        let mut props: HashMap<String, String> = properties.clone().into_iter().collect();
+        let endpoint = Arc::new(RestEndpoint::new(uri, properties)?);
+        let mut props: HashMap<String, String> = properties
+            .iter()
+            .filter(|(k, _)| ![REST_CONNECT_TIMEOUT, REST_REQUEST_TIMEOUT].contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         props.insert("uri".into(), uri.to_string());
         if let Some(w) = warehouse {
             props.insert("warehouse".into(), w.to_string());
@@ -206,8 +396,17 @@ impl IcebergCatalog {
         if let Some(token) = properties.get("token") {
             headers.insert("Authorization".into(), format!("Bearer {token}"));
         }
-        let http = reqwest::Client::new();
-        let prefix = rest_prefix(&http, uri, warehouse, &headers).await?;
+        let http = endpoint.http_client()?;
+        let what = "reading the REST catalog's configuration";
+        let started = Instant::now();
+        let mut retrying = retry.start(what);
+        let prefix = loop {
+            let left = retry.deadline().saturating_sub(started.elapsed());
+            match rest_prefix(&http, &endpoint, warehouse, &headers, what, left).await {
+                Ok(prefix) => break prefix,
+                Err(err) => retrying.after(err).await?,
+            }
+        };
         let mut tables_url = url::Url::parse(uri)
             .map_err(|e| Error::invalid_config("catalog.uri", format!("{uri:?} is not a URL: {e}")))?;
         {
@@ -221,9 +420,10 @@ impl IcebergCatalog {
         }
         let inner = RestCatalogBuilder::default()
             .with_storage_factory(Arc::new(LocalFsStorageFactory))
+            .with_client(http.clone())
             .load(name, props)
             .await
-            .doing(format_args!("opening the REST catalog {uri}"))?;
+            .map_err(|e| endpoint.error("opening the REST catalog", e))?;
         Ok(IcebergCatalog {
             name: name.to_string(),
             inner: Arc::new(inner),
@@ -232,8 +432,41 @@ impl IcebergCatalog {
                 tables_url,
                 headers,
             }),
+            rest: Some(endpoint),
+            retry: retry.clone(),
             _scratch: None,
         })
+    }
+
+    /// Runs a read of the catalog. On a REST catalog each attempt is bounded by the request
+    /// timeout and by what is left of the retry deadline, and retried while it fails
+    /// transiently; `call` makes a fresh attempt each time it is called.
+    async fn read<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = iceberg::Result<T>>,
+    {
+        let Some(rest) = &self.rest else {
+            return call().await.doing(what);
+        };
+        let started = Instant::now();
+        let mut retrying = self.retry.start(what);
+        loop {
+            let left = self.retry.deadline().saturating_sub(started.elapsed());
+            match rest.bounded(what, left, call()).await {
+                Ok(value) => return Ok(value),
+                Err(err) => retrying.after(err).await?,
+            }
+        }
+    }
+
+    /// Runs a call that changes the catalog, once: bounded by the request timeout on a REST
+    /// catalog, whose failures are classified and name the endpoint.
+    async fn change<T>(&self, what: &str, call: impl Future<Output = iceberg::Result<T>>) -> Result<T> {
+        match &self.rest {
+            Some(rest) => rest.bounded(what, rest.request_timeout, call).await,
+            None => call.await.doing(what),
+        }
     }
 
     /// The catalog's name.
@@ -248,18 +481,22 @@ impl IcebergCatalog {
 
     /// Loads a table; `None` when it does not exist.
     pub async fn load_table(&self, ident: &TableIdent) -> Result<Option<Table>> {
-        match self.inner.load_table(ident).await {
-            Ok(table) => Ok(Some(table)),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    iceberg::ErrorKind::TableNotFound | iceberg::ErrorKind::NamespaceNotFound
-                ) =>
-            {
-                Ok(None)
+        let what = format!("loading table {}", table_name(ident));
+        self.read(&what, || async move {
+            match self.inner.load_table(ident).await {
+                Ok(table) => Ok(Some(table)),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        iceberg::ErrorKind::TableNotFound | iceberg::ErrorKind::NamespaceNotFound
+                    ) =>
+                {
+                    Ok(None)
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => Err(e).doing(format_args!("loading table {}", table_name(ident))),
-        }
+        })
+        .await
     }
 
     /// Loads a table that must exist.
@@ -281,17 +518,26 @@ impl IcebergCatalog {
     ) -> Result<(Table, bool)> {
         let namespace = ident.namespace();
         let exists = self
-            .inner
-            .namespace_exists(namespace)
-            .await
-            .doing(format_args!("checking namespace {}", namespace.join(".")))?;
-        if !exists && let Err(e) = self.inner.create_namespace(namespace, HashMap::new()).await {
+            .read(&format!("checking namespace {}", namespace.join(".")), || {
+                self.inner.namespace_exists(namespace)
+            })
+            .await?;
+        let creating = format!("creating namespace {}", namespace.join("."));
+        if !exists
+            && let Err(e) = self
+                .change(&creating, self.inner.create_namespace(namespace, HashMap::new()))
+                .await
+        {
             // Writers racing to create it: the SQL catalog reports the loser as a unique
-            // constraint violation, not as NamespaceAlreadyExists, so look again.
-            let created_by_another = e.kind() == iceberg::ErrorKind::NamespaceAlreadyExists
-                || self.inner.namespace_exists(namespace).await.unwrap_or(false);
+            // constraint violation, not as NamespaceAlreadyExists, so look again (also
+            // after a REST call whose answer was lost).
+            let created_by_another = e.kind() == ErrorKind::AlreadyExists
+                || self
+                    .read(&creating, || self.inner.namespace_exists(namespace))
+                    .await
+                    .unwrap_or(false);
             if !created_by_another {
-                return Err(e).doing(format_args!("creating namespace {}", namespace.join(".")));
+                return Err(e);
             }
         }
         let creation = TableCreation::builder()
@@ -304,15 +550,18 @@ impl IcebergCatalog {
             (None, Some(order)) => creation.sort_order(order).build(),
             (None, None) => creation.build(),
         };
-        match self.inner.create_table(namespace, creation).await {
+        let creating = format!("creating table {}", table_name(ident));
+        match self
+            .change(&creating, self.inner.create_table(namespace, creation))
+            .await
+        {
             Ok(table) => Ok((table, true)),
-            Err(e) if e.kind() == iceberg::ErrorKind::TableAlreadyExists => {
-                Ok((self.require_table(ident).await?, false))
-            }
-            // As for namespaces: a lost race may surface as a constraint violation.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok((self.require_table(ident).await?, false)),
+            // As for namespaces: a lost race may surface as a constraint violation, and a
+            // REST call whose answer was lost may have created it.
             Err(e) => match self.load_table(ident).await {
                 Ok(Some(table)) => Ok((table, false)),
-                _ => Err(e).doing(format_args!("creating table {}", table_name(ident))),
+                _ => Err(e),
             },
         }
     }
@@ -337,7 +586,20 @@ impl IcebergCatalog {
                 http,
                 tables_url,
                 headers,
-            } => commit_rest(http, tables_url, headers, table, requirements, updates, &name).await,
+            } => {
+                let endpoint = self.rest.as_deref().expect("a REST commit path has an endpoint");
+                commit_rest(
+                    http,
+                    endpoint,
+                    tables_url,
+                    headers,
+                    table,
+                    requirements,
+                    updates,
+                    &name,
+                )
+                .await
+            }
         }
     }
 
@@ -404,12 +666,16 @@ impl IcebergCatalog {
     }
 }
 
+/// The catalog's path prefix, from `GET /v1/config`, in one attempt cut at `left`.
 async fn rest_prefix(
     http: &reqwest::Client,
-    uri: &str,
+    endpoint: &RestEndpoint,
     warehouse: Option<&str>,
     headers: &HashMap<String, String>,
+    what: &str,
+    left: Duration,
 ) -> Result<Option<String>> {
+    let uri = &endpoint.uri;
     let mut url = url::Url::parse(uri)
         .map_err(|e| Error::invalid_config("catalog.uri", format!("{uri:?} is not a URL: {e}")))?;
     url.path_segments_mut()
@@ -420,36 +686,40 @@ async fn rest_prefix(
     if let Some(w) = warehouse {
         url.query_pairs_mut().append_pair("warehouse", w);
     }
-    let mut request = http.get(url.clone());
+    let limit = endpoint.request_timeout.min(left).max(Duration::from_millis(1));
+    let mut request = http.get(url.clone()).timeout(limit);
     for (k, v) in headers {
         request = request.header(k, v);
     }
-    let response = request.send().await.map_err(|e| {
-        Error::new(
-            ErrorKind::Transient,
-            format!("cannot reach the REST catalog at {uri}: {e}"),
-        )
-        .with_context("catalog", uri.to_string())
-    })?;
-    if !response.status().is_success() {
-        return Err(Error::new(
-            ErrorKind::InvalidConfig,
-            format!(
-                "the REST catalog at {uri} answered {} to {url}",
-                response.status()
-            ),
-        ));
-    }
-    let config: serde_json::Value = response
-        .json()
+    let response = request
+        .send()
         .await
-        .map_err(|e| Error::internal(format!("the REST catalog's config is not JSON: {e}")))?;
+        .map_err(|e| endpoint.transport(what, &e, limit))?;
+    let status = response.status();
+    let body = response
+        .text()
+        .await
+        .map_err(|e| endpoint.transport(what, &e, limit))?;
+    if !status.is_success() {
+        // A client error here means the URI, warehouse or credentials the job gives are
+        // wrong; a server error is the server's.
+        let detail = format!("GET {url}: {}", body.chars().take(300).collect::<String>());
+        return Err(endpoint.status(what, status.as_u16(), &detail, ErrorKind::InvalidConfig));
+    }
+    let config: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
+        Error::internal(format!(
+            "{what}: the REST catalog at {uri} answered GET {url} with something other than JSON: {e}"
+        ))
+        .with_context("endpoint", uri.to_string())
+    })?;
     let pick = |section: &str| config[section]["prefix"].as_str().map(str::to_string);
     Ok(pick("overrides").or_else(|| pick("defaults")))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn commit_rest(
     http: &reqwest::Client,
+    endpoint: &RestEndpoint,
     tables_url: &url::Url,
     headers: &HashMap<String, String>,
     table: &Table,
@@ -470,17 +740,22 @@ async fn commit_rest(
         requirements,
         updates,
     };
+    let what = format!("committing to {name}");
+    // The client's request timeout bounds the commit. Whatever happens to it after it was
+    // sent (no answer, a reset, a server error), it may or may not have been applied: the
+    // caller reloads the table and looks for its commit id before trying again.
     let mut request = http.post(url).json(&body);
     for (k, v) in headers {
         request = request.header(k, v);
     }
-    let response = request.send().await.map_err(|e| {
-        // The request may or may not have been applied: the caller reloads and looks for
-        // its commit id before trying again.
-        Error::new(ErrorKind::Transient, format!("committing to {name}: {e}")).with_retryable(true)
-    })?;
+    let unknown = |e: reqwest::Error| {
+        let err = endpoint.transport(&what, &e, endpoint.request_timeout);
+        let message = format!("{}; the commit's state is unknown", err.message());
+        err.with_message(message)
+    };
+    let response = request.send().await.map_err(unknown)?;
     let status = response.status().as_u16();
-    let text = response.text().await.unwrap_or_default();
+    let text = response.text().await.map_err(unknown)?;
     match status {
         200..=299 => Ok(()),
         409 => Err(Error::new(
@@ -489,15 +764,13 @@ async fn commit_rest(
         )
         .with_context("table", name.to_string())),
         404 => Err(Error::not_found("table", name)),
-        500..=599 => Err(Error::new(
-            ErrorKind::Transient,
-            format!("committing to {name}: the catalog answered {status}, state unknown: {text}"),
-        )
-        .with_retryable(true)),
-        _ => Err(Error::new(
-            ErrorKind::InvalidInput,
-            format!("committing to {name}: the catalog answered {status}: {text}"),
-        )),
+        _ => {
+            let detail = match status {
+                408 | 429 | 500..=599 => format!("state unknown: {text}"),
+                _ => text,
+            };
+            Err(endpoint.status(&what, status, &detail, ErrorKind::InvalidInput))
+        }
     }
 }
 
@@ -565,6 +838,61 @@ mod tests {
         let err = serde_yaml_ng::from_str::<CatalogConfig>("type: sql\nuri: a\nwarehouse: b\nwarehous: c\n")
             .unwrap_err();
         assert!(err.to_string().contains("warehous"), "{err}");
+    }
+
+    /// iceberg-rust 0.10.1 reports every unexpected HTTP status as `Unexpected`, the status
+    /// only in its context; these are the errors it builds.
+    #[test]
+    fn rest_statuses_from_iceberg_are_classified_and_name_the_endpoint() {
+        let endpoint = RestEndpoint::new("http://127.0.0.1:8181", &BTreeMap::new()).unwrap();
+        let answered = |status: &str| {
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                "Received response with unexpected status code",
+            )
+            .with_context("status", status)
+            .with_context("headers", "{}")
+        };
+        let err = endpoint.error("loading table db.t", answered("503 Service Unavailable"));
+        assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
+        assert!(err.is_retryable());
+        assert!(
+            err.message()
+                .contains("the REST catalog at http://127.0.0.1:8181 answered HTTP 503"),
+            "{err}"
+        );
+        assert_eq!(err.context_value("endpoint"), Some("http://127.0.0.1:8181"));
+        let err = endpoint.error("loading table db.t", answered("429 Too Many Requests"));
+        assert_eq!(err.kind(), ErrorKind::Throttled, "{err}");
+        let err = endpoint.error("loading table db.t", answered("403 Forbidden"));
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        assert!(!err.is_retryable());
+        let missing = iceberg::Error::new(iceberg::ErrorKind::TableNotFound, "no such table");
+        assert_eq!(
+            endpoint.error("loading table db.t", missing).kind(),
+            ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn rest_timeouts_default_and_are_read_from_properties() {
+        let defaults = RestEndpoint::new("http://h:1", &BTreeMap::new()).unwrap();
+        assert_eq!(defaults.connect_timeout, Duration::from_secs(10));
+        assert_eq!(defaults.request_timeout, Duration::from_secs(30));
+        let props: BTreeMap<String, String> = [
+            ("connect-timeout".to_string(), "2s".to_string()),
+            ("request-timeout".to_string(), "500ms".to_string()),
+        ]
+        .into();
+        let set = RestEndpoint::new("http://h:1", &props).unwrap();
+        assert_eq!(set.connect_timeout, Duration::from_secs(2));
+        assert_eq!(set.request_timeout, Duration::from_millis(500));
+        let zero: BTreeMap<String, String> = [("connect-timeout".to_string(), "0s".to_string())].into();
+        let err = RestEndpoint::new("http://h:1", &zero).unwrap_err();
+        assert_eq!(
+            err.context_value("field"),
+            Some("catalog.properties.connect-timeout")
+        );
     }
 
     #[test]

@@ -57,7 +57,8 @@ pub enum CatalogConfig {
         #[serde(default = "default_name")]
         name: String,
         /// Further properties: `token` (a bearer token), `header.<Name>` (extra headers),
-        /// FileIO settings.
+        /// `connect-timeout` (default `10s`) and `request-timeout` (default `30s`), the
+        /// deadlines of each call to the catalog, FileIO settings.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         properties: BTreeMap<String, String>,
     },
@@ -128,10 +129,11 @@ impl CatalogConfig {
                     return Err(Error::invalid_config("catalog.warehouse", "is blank"));
                 }
             }
-            CatalogConfig::Rest { uri, .. } => {
+            CatalogConfig::Rest { uri, properties, .. } => {
                 url::Url::parse(uri).map_err(|e| {
                     Error::invalid_config("catalog.uri", format!("{uri:?} is not a URL: {e}"))
                 })?;
+                crate::client::RestEndpoint::new(uri, properties)?;
             }
             CatalogConfig::Memory { .. } => {}
         }

@@ -68,7 +68,7 @@ impl IcebergSink {
     /// arrives (or the [`preparer`](IcebergSink::preparer) prepares a table).
     pub async fn connect(options: IcebergSinkOptions) -> Result<IcebergSink> {
         options.validate()?;
-        let catalog = IcebergCatalog::connect(options.catalog()).await?;
+        let catalog = IcebergCatalog::connect_with_retry(options.catalog(), options.retry()).await?;
         Ok(IcebergSink::with_catalog(catalog, options))
     }
 

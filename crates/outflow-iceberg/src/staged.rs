@@ -137,7 +137,7 @@ impl IcebergCommitter {
     /// Connects to the catalog the writers of `options` wrote through.
     pub async fn connect(options: &IcebergSinkOptions) -> Result<IcebergCommitter> {
         Ok(IcebergCommitter {
-            catalog: IcebergCatalog::connect(options.catalog()).await?,
+            catalog: IcebergCatalog::connect_with_retry(options.catalog(), options.retry()).await?,
             retry: options.retry().clone(),
         })
     }

@@ -5,4 +5,5 @@
 mod add_files;
 mod common;
 mod evolution_property;
+mod rest_deadlines;
 mod sink;

@@ -545,7 +545,9 @@ async fn an_unreachable_catalog_is_a_clear_error() {
         name: "rest".into(),
         properties: Default::default(),
     };
-    let err = IcebergCatalog::connect(&config).await.unwrap_err();
+    let err = IcebergCatalog::connect_with_retry(&config, &outflow_core::RetryPolicy::none())
+        .await
+        .unwrap_err();
     assert!(
         err.to_string()
             .contains("cannot reach the REST catalog at http://127.0.0.1:9"),
