@@ -11,9 +11,14 @@
 //!
 //! Because a value may be a secret, nothing that is printed should show it: a
 //! [`Substituted`] text remembers what it replaced, and [`Substituted::redact`] turns any
-//! value back into the `${VAR}` text it came from. Lines whose first non-blank character is
-//! `#` are comments and are left alone, so a commented-out line does not need its variable.
-//! `$${` writes a literal `${`.
+//! value back into `${VAR}`. Except endpoints: an error must say where it failed, and the
+//! `${PORT:-9050}` a job file holds says nothing of the port it ran with. So a value that can
+//! only be an endpoint (a port number, an IP address, `host:port`, or an `http`, `https` or
+//! `grpc` URL without user, query or fragment) is shown as it is, unless its variable's name
+//! says it is secret (`TOKEN`, `SECRET`, `PASS`, `KEY`, `CRED`, `AUTH`, `PIN` in it). A bare word
+//! is not taken for a host name: it could be a password. Lines whose first non-blank
+//! character is `#` are comments and are left alone, so a commented-out line does not need
+//! its variable. `$${` writes a literal `${`.
 
 use outflow_core::{Error, ErrorKind, Result};
 
@@ -25,7 +30,7 @@ const MIN_REDACTED_LEN: usize = 4;
 #[derive(Clone, PartialEq, Eq)]
 pub struct Substituted {
     text: String,
-    /// (the `${...}` text as written, the value it became), for redaction.
+    /// (`${VAR}`, the value it became) for each value to redact.
     replaced: Vec<(String, String)>,
 }
 
@@ -45,8 +50,8 @@ impl Substituted {
         &self.text
     }
 
-    /// `message` with every substituted value (of four characters or more) replaced by the
-    /// `${VAR}` text it came from.
+    /// `message` with every substituted value (of four characters or more) that may be a
+    /// secret replaced by the `${VAR}` it came from.
     pub fn redact(&self, message: &str) -> String {
         let mut values: Vec<&(String, String)> = self
             .replaced
@@ -125,7 +130,9 @@ pub fn substitute(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result
                         )
                         .with_context("variable", name));
                     }
-                    replaced.push((placeholder.to_string(), value.clone()));
+                    if may_be_secret(name, &value) {
+                        replaced.push((format!("${{{name}}}"), value.clone()));
+                    }
                     value
                 }
                 (None, Some(default)) => default.to_string(),
@@ -147,6 +154,56 @@ pub fn substitute(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result
         out.push_str(rest);
     }
     Ok(Substituted { text: out, replaced })
+}
+
+/// Whether the value of variable `name` must be hidden in messages: anything but an
+/// endpoint, and even an endpoint when the name says it is secret.
+fn may_be_secret(name: &str, value: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    let secret_name = ["TOKEN", "SECRET", "PASS", "KEY", "CRED", "AUTH", "PIN"]
+        .iter()
+        .any(|word| upper.contains(word));
+    secret_name || !is_endpoint(value)
+}
+
+/// A port number, an IP address, `host:port`, or a URL of a network service with nothing
+/// but a host, a port and a path.
+fn is_endpoint(value: &str) -> bool {
+    if is_port(value) || value.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    if let Some((host, port)) = value.rsplit_once(':')
+        && is_port(port)
+        && (host == "localhost" || host.contains('.'))
+        && is_host(host)
+    {
+        return true;
+    }
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    ["http", "https", "grpc", "grpcs"].contains(&scheme)
+        && !value.contains(['?', '#', '@'])
+        && match authority.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(':') => is_port(port) && is_host(host),
+            _ => is_host(authority),
+        }
+}
+
+fn is_port(text: &str) -> bool {
+    text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit()) && text.parse::<u16>().is_ok_and(|n| n > 0)
+}
+
+/// A DNS name or an IP address (IPv6 in brackets).
+fn is_host(host: &str) -> bool {
+    let label = |l: &str| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    host.split('.').all(label)
+        || host.parse::<std::net::IpAddr>().is_ok()
+        || host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .is_some_and(|h| h.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 fn is_variable_name(name: &str) -> bool {
@@ -210,6 +267,43 @@ mod tests {
         let err = substitute("key: ${KEY}\n", vars(&[("KEY", "line one\nline two")])).unwrap_err();
         assert!(err.message().contains("KEY holds a line break"), "{err}");
         assert!(!err.to_string().contains("line one"), "{err}");
+    }
+
+    #[test]
+    fn endpoints_are_shown_as_they_ran_and_secrets_never() {
+        let s = substitute(
+            "uri: http://127.0.0.1:${REST:-9050}\nother: ${URI}\ngrpc: ${HOST}\nkey: ${API_KEY}\n\
+             pw: ${DB}\nwithuser: ${WITH_USER}\nquery: ${SIGNED}\n",
+            vars(&[
+                ("REST", "9051"),
+                ("URI", "https://catalog.example.com/v1"),
+                ("HOST", "bq.internal:9060"),
+                ("API_KEY", "http://127.0.0.1:8080"),
+                ("DB", "hunter22"),
+                ("WITH_USER", "http://me:pw@host.example"),
+                ("SIGNED", "https://b.example/o?sig=abcd"),
+            ]),
+        )
+        .unwrap();
+        let message = format!(
+            "the REST catalog at {} answered HTTP 500",
+            "http://127.0.0.1:9051"
+        );
+        assert_eq!(s.redact(&message), message, "the real port, not ${{REST:-9050}}");
+        assert_eq!(
+            s.redact("https://catalog.example.com/v1 and bq.internal:9060"),
+            "https://catalog.example.com/v1 and bq.internal:9060"
+        );
+        assert_eq!(s.redact("at http://127.0.0.1:8080"), "at ${API_KEY}");
+        assert_eq!(s.redact("bad password hunter22"), "bad password ${DB}");
+        assert_eq!(s.redact("http://me:pw@host.example"), "${WITH_USER}");
+        assert_eq!(s.redact("https://b.example/o?sig=abcd"), "${SIGNED}");
+    }
+
+    #[test]
+    fn a_redacted_value_shows_its_variable_not_its_default() {
+        let s = substitute("token: ${TOKEN:-none}\n", vars(&[("TOKEN", "s3cr3t-token")])).unwrap();
+        assert_eq!(s.redact("bad token s3cr3t-token"), "bad token ${TOKEN}");
     }
 
     #[test]

@@ -260,3 +260,40 @@ fn an_engine_job_runs_its_sql_through_datafusion_and_commits_once() {
         .code(2)
         .stderr(contains("engine.sql").and(contains("no_such_column")));
 }
+
+/// A REST catalog answering 500 to `/v1/config` is a failed service, exit 1 (not a bad job
+/// file, 2), and the error names the endpoint as it ran: the port the variable gave, not
+/// the `${VAR:-default}` the job file holds.
+#[test]
+fn a_server_error_from_a_rest_catalog_is_a_service_failure_naming_the_real_endpoint() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let failing = runtime.block_on(outflow_testkit::faults::FaultyEndpoint::http_status(500));
+    let port = failing.host().rsplit_once(':').unwrap().1.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.csv", "id\n1\n");
+    let job = write(
+        dir.path(),
+        "job.yaml",
+        "source: { path: a.csv }\nsink:\n  iceberg:\n    catalog:\n      type: rest\n\
+         \x20     uri: 'http://127.0.0.1:${OUTFLOW_TEST_REST_PORT:-9050}'\n\
+         \x20     properties: { request-timeout: 500ms }\n    table: db.t\n\
+         \x20   retry: { deadline: 1s, initial_backoff: 50ms, max_backoff: 200ms }\n",
+    );
+    let started = std::time::Instant::now();
+    let output = outflow()
+        .arg("run")
+        .arg(&job)
+        .arg("--quiet")
+        .env("OUTFLOW_TEST_REST_PORT", &port)
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("http://127.0.0.1:{port}")), "{stderr}");
+    assert!(!stderr.contains("${OUTFLOW_TEST_REST_PORT"), "{stderr}");
+    assert!(stderr.contains("HTTP 500"), "{stderr}");
+    assert!(stderr.contains("transient"), "{stderr}");
+    assert!(!stderr.contains("invalid configuration"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
