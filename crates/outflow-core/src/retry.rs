@@ -4,6 +4,11 @@
 //! Only errors marked retryable ([`Error::is_retryable`]) are retried; a sink decides which
 //! service errors are retryable when it converts them, and never marks a non-idempotent
 //! operation retryable.
+//!
+//! No attempt starts after the deadline. For the deadline to bound the whole operation, an
+//! attempt in flight must not run past it either: a call with a per-call timeout takes
+//! [`Retrying::attempt_limit`] (its own timeout, or the time left when that is shorter), as
+//! [`RetryPolicy::retry_within`] does for a closure.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -27,7 +32,7 @@ pub struct RetryPolicy {
     max_backoff: Duration,
     /// How much the wait grows after each retry.
     multiplier: f64,
-    /// The time after which no new attempt starts.
+    /// The time after which no new attempt starts; calls with a timeout also end by it.
     #[serde(with = "duration")]
     deadline: Duration,
 }
@@ -106,6 +111,24 @@ impl RetryPolicy {
             }
         }
     }
+
+    /// [`RetryPolicy::retry`] for calls with a timeout: `op` receives the time its attempt
+    /// may take, `per_attempt` or the time left before the deadline when that is shorter,
+    /// and must give up by then (a per-call timeout), so that the whole operation ends by
+    /// the deadline.
+    pub async fn retry_within<T, F, Fut>(&self, what: &str, per_attempt: Duration, mut op: F) -> Result<T>
+    where
+        F: FnMut(Duration) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let mut retrying = self.start(what);
+        loop {
+            match op(retrying.attempt_limit(per_attempt)).await {
+                Ok(value) => return Ok(value),
+                Err(err) => retrying.after(err).await?,
+            }
+        }
+    }
 }
 
 /// What a sink's classifier says about a failed service call: each sink maps its service's
@@ -160,6 +183,17 @@ impl Retrying<'_> {
     /// The operation's name, as given to [`RetryPolicy::start`].
     pub fn what(&self) -> &str {
         &self.what
+    }
+
+    /// The time left before the policy's deadline (zero once it has passed).
+    pub fn time_left(&self) -> Duration {
+        self.policy.deadline.saturating_sub(self.started.elapsed())
+    }
+
+    /// The time the attempt under way may take: `timeout` (a call's own limit), or the time
+    /// left before the deadline when that is shorter.
+    pub fn attempt_limit(&self, timeout: Duration) -> Duration {
+        timeout.min(self.time_left())
     }
 
     /// After a failed attempt: waits out the backoff and counts the next attempt, or, when
@@ -302,6 +336,9 @@ impl RetryPolicy {
                 "must not be shorter than initial_backoff",
             ));
         }
+        if self.deadline.is_zero() {
+            return Err(Error::invalid_config("deadline", "must be longer than zero"));
+        }
         Ok(())
     }
 }
@@ -353,6 +390,11 @@ mod tests {
         assert_eq!(err.context_value("field"), Some("max_attempts"));
         let err = RetryPolicy::builder().multiplier(0.5).build().unwrap_err();
         assert_eq!(err.context_value("field"), Some("multiplier"));
+        let err = RetryPolicy::builder()
+            .deadline(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert_eq!(err.context_value("field"), Some("deadline"));
     }
 
     #[test]
@@ -441,6 +483,75 @@ mod tests {
         let n = calls.load(Ordering::SeqCst);
         assert!((2..=6).contains(&n), "{n} attempts");
         assert!(err.to_string().contains("deadline exhausted"), "{err}");
+    }
+
+    #[test]
+    fn an_attempt_may_take_its_timeout_or_the_time_left_whichever_is_shorter() {
+        let policy = RetryPolicy::builder()
+            .deadline(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let mut retrying = policy.start("reading table t");
+        let left = retrying.time_left();
+        assert!(
+            left <= Duration::from_secs(10) && left > Duration::from_secs(9),
+            "{left:?}"
+        );
+        assert_eq!(
+            retrying.attempt_limit(Duration::from_secs(5)),
+            Duration::from_secs(5)
+        );
+        let limit = retrying.attempt_limit(Duration::from_secs(50));
+        assert!(limit <= left && limit > Duration::from_secs(9), "{limit:?}");
+
+        retrying.started -= Duration::from_secs(8);
+        let limit = retrying.attempt_limit(Duration::from_secs(5));
+        assert!(
+            limit <= Duration::from_secs(2) && limit > Duration::from_secs(1),
+            "{limit:?}"
+        );
+        retrying.started -= Duration::from_secs(3);
+        assert_eq!(retrying.time_left(), Duration::ZERO);
+        assert_eq!(retrying.attempt_limit(Duration::from_secs(5)), Duration::ZERO);
+    }
+
+    /// Attempts that each use all the time they are given (a server that never answers)
+    /// end the operation at the deadline, not a whole timeout after it.
+    #[tokio::test]
+    async fn attempts_that_time_out_end_the_operation_at_the_deadline() {
+        let deadline = Duration::from_millis(600);
+        let policy = RetryPolicy::builder()
+            .initial_backoff(Duration::from_millis(10))
+            .max_backoff(Duration::from_millis(10))
+            .max_attempts(100)
+            .deadline(deadline)
+            .build()
+            .unwrap();
+        let limits = std::sync::Mutex::new(Vec::new());
+        let started = Instant::now();
+        let err = policy
+            .retry_within("reading table t", Duration::from_millis(250), |limit| {
+                limits.lock().unwrap().push(limit);
+                async move {
+                    tokio::time::sleep(limit).await;
+                    Err::<(), _>(Error::new(ErrorKind::Transient, "no answer"))
+                }
+            })
+            .await
+            .unwrap_err();
+        let elapsed = started.elapsed();
+        assert!(err.to_string().contains("deadline exhausted"), "{err}");
+        assert!(
+            elapsed >= deadline - Duration::from_millis(20) && elapsed <= deadline.mul_f64(1.1),
+            "ended after {elapsed:?}, deadline {deadline:?}"
+        );
+        let limits = limits.into_inner().unwrap();
+        assert_eq!(limits[..2], [Duration::from_millis(250); 2], "{limits:?}");
+        let last = *limits.last().unwrap();
+        assert!(
+            limits.len() == 3 && last < Duration::from_millis(100),
+            "the third attempt gets what is left: {limits:?}"
+        );
     }
 
     #[tokio::test]
