@@ -1,17 +1,18 @@
 //! Bigtable test helpers: the shared emulator's address, independent readers (Google's
 //! Python client and the `cbt` tool), a private emulator a test may kill and restart, and a
-//! loopback proxy that breaks connections on demand.
+//! loopback proxy that breaks connections, or HTTP/2 streams, on demand.
 //!
 //! The emulator keeps everything in memory, so killing it loses every table: a test that
 //! must show "nothing lost across a broken connection" breaks the connection with
 //! [`FaultProxy`] instead, and keeps literal kills ([`PrivateEmulator`]) for what they can
 //! show (how failures are classified, that the writer recovers or fails cleanly).
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -152,13 +153,49 @@ impl Drop for PrivateEmulator {
     }
 }
 
-/// A TCP proxy on loopback in front of a server, which can reset every connection it
-/// carries, or swallow the server's responses.
+/// A TCP proxy on loopback in front of a gRPC server, which can reset every connection it
+/// carries, swallow the server's responses, or break responses at the HTTP/2 level
+/// ([`FaultProxy::reset_responses`]).
 pub struct FaultProxy {
     addr: SocketAddr,
     swallow: Arc<AtomicBool>,
+    resets: Arc<Resets>,
     cut: broadcast::Sender<()>,
     accept: JoinHandle<()>,
+}
+
+/// How [`FaultProxy::reset_responses`] breaks a response, right after its headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum H2Reset {
+    /// A RST_STREAM (PROTOCOL_ERROR) on the response's stream; the rest of the response is
+    /// dropped, and the connection carries on.
+    Stream,
+    /// A GOAWAY (PROTOCOL_ERROR) that counts the response's stream as possibly processed,
+    /// then the connection is closed.
+    GoAway,
+}
+
+/// The responses still to break, how, and how many were.
+#[derive(Debug)]
+struct Resets {
+    left: AtomicUsize,
+    go_away: AtomicBool,
+    done: AtomicUsize,
+}
+
+impl Resets {
+    /// Whether to break the response starting now, and how.
+    fn take(&self) -> Option<H2Reset> {
+        self.left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .ok()?;
+        self.done.fetch_add(1, Ordering::SeqCst);
+        Some(if self.go_away.load(Ordering::SeqCst) {
+            H2Reset::GoAway
+        } else {
+            H2Reset::Stream
+        })
+    }
 }
 
 impl FaultProxy {
@@ -167,21 +204,33 @@ impl FaultProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
         let addr = listener.local_addr().expect("proxy address");
         let swallow = Arc::new(AtomicBool::new(false));
+        let resets = Arc::new(Resets {
+            left: AtomicUsize::new(0),
+            go_away: AtomicBool::new(false),
+            done: AtomicUsize::new(0),
+        });
         let (cut, _) = broadcast::channel(64);
         let upstream = upstream.to_string();
-        let (swallow_flag, cut_tx) = (swallow.clone(), cut.clone());
+        let (swallow_flag, resets_of, cut_tx) = (swallow.clone(), resets.clone(), cut.clone());
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = TcpStream::connect(&upstream).await else {
                     let _ = client.set_zero_linger();
                     continue;
                 };
-                tokio::spawn(forward(client, server, swallow_flag.clone(), cut_tx.subscribe()));
+                tokio::spawn(forward(
+                    client,
+                    server,
+                    swallow_flag.clone(),
+                    resets_of.clone(),
+                    cut_tx.subscribe(),
+                ));
             }
         });
         FaultProxy {
             addr,
             swallow,
+            resets,
             cut,
             accept,
         }
@@ -202,6 +251,21 @@ impl FaultProxy {
     pub fn cut_all(&self) {
         let _ = self.cut.send(());
     }
+
+    /// Breaks the next `count` responses that have a body, on any connection, right after
+    /// their headers (the server has done the work by then): the client sees an HTTP/2
+    /// stream reset or GOAWAY mid-response, as `how` says.
+    pub fn reset_responses(&self, count: usize, how: H2Reset) {
+        self.resets
+            .go_away
+            .store(how == H2Reset::GoAway, Ordering::SeqCst);
+        self.resets.left.store(count, Ordering::SeqCst);
+    }
+
+    /// Responses broken so far by [`FaultProxy::reset_responses`].
+    pub fn responses_reset(&self) -> usize {
+        self.resets.done.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for FaultProxy {
@@ -215,6 +279,7 @@ async fn forward(
     client: TcpStream,
     server: TcpStream,
     swallow: Arc<AtomicBool>,
+    resets: Arc<Resets>,
     mut cut: broadcast::Receiver<()>,
 ) {
     let _ = client.set_nodelay(true);
@@ -233,13 +298,18 @@ async fn forward(
     };
     let downstream = async {
         let mut buf = vec![0u8; 64 * 1024];
+        let mut frames = Frames::default();
         loop {
             let n = server_read.read(&mut buf).await?;
             if n == 0 {
                 return Ok::<_, std::io::Error>(());
             }
+            let (out, close) = frames.feed(&buf[..n], &resets);
             if !swallow.load(Ordering::SeqCst) {
-                client_write.write_all(&buf[..n]).await?;
+                client_write.write_all(&out).await?;
+            }
+            if close {
+                return Ok(());
             }
         }
     };
@@ -253,5 +323,150 @@ async fn forward(
                 let _ = server.set_zero_linger();
             }
         }
+    }
+}
+
+const FRAME_HEADER: usize = 9;
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+const RST_STREAM: u8 = 0x3;
+const GOAWAY: u8 = 0x7;
+const CONTINUATION: u8 = 0x9;
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const PROTOCOL_ERROR: u32 = 0x1;
+
+/// The server-to-client half of an HTTP/2 connection, frame by frame (a server sends
+/// nothing but frames, its preface being a SETTINGS frame), breaking responses on demand.
+#[derive(Default)]
+struct Frames {
+    /// Bytes of a frame not wholly read yet.
+    pending: Vec<u8>,
+    /// Streams reset by the proxy, whose further frames the client must not see.
+    dropped: HashSet<u32>,
+    /// A response to break once its header block (continued in CONTINUATION frames) ends.
+    deferred: Option<(u32, H2Reset)>,
+}
+
+impl Frames {
+    /// Takes bytes from the server; returns what to pass on, and whether to close the
+    /// connection after it.
+    fn feed(&mut self, bytes: &[u8], resets: &Resets) -> (Vec<u8>, bool) {
+        self.pending.extend_from_slice(bytes);
+        let mut out = Vec::with_capacity(self.pending.len());
+        let mut at = 0;
+        while self.pending.len() - at >= FRAME_HEADER {
+            let header = &self.pending[at..at + FRAME_HEADER];
+            let len = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+            let end = at + FRAME_HEADER + len;
+            if self.pending.len() < end {
+                break;
+            }
+            let (kind, flags) = (header[3], header[4]);
+            let stream = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) & 0x7fff_ffff;
+            let frame = &self.pending[at..end];
+            at = end;
+            if self.dropped.contains(&stream) {
+                let last = kind == RST_STREAM || (matches!(kind, DATA | HEADERS) && flags & END_STREAM != 0);
+                if last {
+                    self.dropped.remove(&stream);
+                }
+                continue;
+            }
+            out.extend_from_slice(frame);
+            // Response headers with a body to follow (trailers and trailers-only responses
+            // end the stream); the break comes once the header block is complete.
+            let reset = match kind {
+                HEADERS if stream != 0 && flags & END_STREAM == 0 => resets.take(),
+                CONTINUATION => self.deferred.filter(|(s, _)| *s == stream).map(|(_, how)| how),
+                _ => None,
+            };
+            let Some(how) = reset else { continue };
+            if flags & END_HEADERS == 0 {
+                self.deferred = Some((stream, how));
+                continue;
+            }
+            self.deferred = None;
+            match how {
+                H2Reset::Stream => {
+                    out.extend_from_slice(&frame_header(4, RST_STREAM, stream));
+                    out.extend_from_slice(&PROTOCOL_ERROR.to_be_bytes());
+                    self.dropped.insert(stream);
+                }
+                H2Reset::GoAway => {
+                    out.extend_from_slice(&frame_header(8, GOAWAY, 0));
+                    out.extend_from_slice(&stream.to_be_bytes());
+                    out.extend_from_slice(&PROTOCOL_ERROR.to_be_bytes());
+                    return (out, true);
+                }
+            }
+        }
+        self.pending.drain(..at);
+        (out, false)
+    }
+}
+
+fn frame_header(len: u32, kind: u8, stream: u32) -> [u8; FRAME_HEADER] {
+    let [_, a, b, c] = len.to_be_bytes();
+    let [d, e, f, g] = stream.to_be_bytes();
+    [a, b, c, kind, 0, d, e, f, g]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut out = frame_header(payload.len() as u32, kind, stream).to_vec();
+        out[4] = flags;
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn resets(count: usize, how: H2Reset) -> Resets {
+        Resets {
+            left: AtomicUsize::new(count),
+            go_away: AtomicBool::new(how == H2Reset::GoAway),
+            done: AtomicUsize::new(0),
+        }
+    }
+
+    #[test]
+    fn a_response_is_reset_after_its_headers_and_the_rest_of_it_dropped() {
+        let settings = frame(0x4, 0, 0, &[]);
+        let headers = frame(HEADERS, END_HEADERS, 1, b"hdrs");
+        let data = frame(DATA, 0, 1, b"body");
+        let trailers = frame(HEADERS, END_HEADERS | END_STREAM, 1, b"trl");
+        let next = frame(HEADERS, END_HEADERS, 3, b"hdrs");
+        let bytes = [settings.clone(), headers.clone(), data, trailers, next.clone()].concat();
+        let resets = resets(1, H2Reset::Stream);
+        let mut frames = Frames::default();
+        // Fed in small pieces: frames are reassembled before they are judged.
+        let mut out = Vec::new();
+        for piece in bytes.chunks(5) {
+            let (passed, close) = frames.feed(piece, &resets);
+            assert!(!close);
+            out.extend(passed);
+        }
+        let rst = frame(RST_STREAM, 0, 1, &PROTOCOL_ERROR.to_be_bytes());
+        assert_eq!(out, [settings, headers, rst, next].concat());
+        assert_eq!(resets.done.load(Ordering::SeqCst), 1);
+        assert!(frames.dropped.is_empty());
+    }
+
+    #[test]
+    fn a_goaway_ends_the_connection_and_trailers_only_answers_pass() {
+        let trailers_only = frame(HEADERS, END_HEADERS | END_STREAM, 1, b"404");
+        let headers = frame(HEADERS, 0, 3, b"hd");
+        let continuation = frame(CONTINUATION, END_HEADERS, 3, b"rs");
+        let resets = resets(1, H2Reset::GoAway);
+        let mut frames = Frames::default();
+        let (out, close) = frames.feed(&[trailers_only.clone(), headers.clone()].concat(), &resets);
+        assert_eq!((out, close), ([trailers_only, headers].concat(), false));
+        let (out, close) = frames.feed(&continuation, &resets);
+        let mut goaway = frame_header(8, GOAWAY, 0).to_vec();
+        goaway.extend_from_slice(&3u32.to_be_bytes());
+        goaway.extend_from_slice(&PROTOCOL_ERROR.to_be_bytes());
+        assert_eq!((out, close), ([continuation, goaway].concat(), true));
     }
 }
