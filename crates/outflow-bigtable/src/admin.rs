@@ -301,9 +301,10 @@ impl BigtableClient {
     /// GetTable with the schema view; `None` when the table does not exist.
     async fn get_table(&self, table: &str) -> Result<Option<proto::Table>> {
         let name = self.table_path(table);
+        let doing = format!("reading table {name}");
         let result = self
             .retry
-            .retry(&format!("reading table {name}"), |_| {
+            .retry_within(&doing, self.request_timeout, |timeout| {
                 let request = self.request(
                     GetTableRequest {
                         name: name.clone(),
@@ -311,14 +312,15 @@ impl BigtableClient {
                     },
                     "name",
                     &name,
+                    timeout,
                 );
                 let mut admin = self.admin.clone();
-                let name = &name;
+                let doing = &doing;
                 async move {
                     match admin.get_table(request).await {
                         Ok(response) => Ok(Some(response.into_inner())),
                         Err(status) if status.code() == Code::NotFound => Ok(None),
-                        Err(status) => Err(status_error(status, format!("reading table {name}"))),
+                        Err(status) => Err(status_error(status, doing, self.admin_endpoint())),
                     }
                 }
             })
@@ -334,7 +336,7 @@ impl BigtableClient {
             self.table_path(table)
         );
         self.retry
-            .retry(&doing, |_| {
+            .retry_within(&doing, self.request_timeout, |timeout| {
                 let request = self.request(
                     CreateTableRequest {
                         parent: parent.clone(),
@@ -351,6 +353,7 @@ impl BigtableClient {
                     },
                     "parent",
                     &parent,
+                    timeout,
                 );
                 let mut admin = self.admin.clone();
                 let doing = &doing;
@@ -359,7 +362,9 @@ impl BigtableClient {
                         .create_table(request)
                         .await
                         .map(|r| r.into_inner())
-                        .map_err(|status| status_error(status, doing).with_context("table", table))
+                        .map_err(|status| {
+                            status_error(status, doing, self.admin_endpoint()).with_context("table", table)
+                        })
                 }
             })
             .await
@@ -369,7 +374,7 @@ impl BigtableClient {
         let name = self.table_path(table);
         let doing = format!("adding column families {} to table {name}", names(families));
         self.retry
-            .retry(&doing, |_| {
+            .retry_within(&doing, self.request_timeout, |timeout| {
                 let request = self.request(
                     ModifyColumnFamiliesRequest {
                         name: name.clone(),
@@ -385,6 +390,7 @@ impl BigtableClient {
                     },
                     "name",
                     &name,
+                    timeout,
                 );
                 let mut admin = self.admin.clone();
                 let doing = &doing;
@@ -393,7 +399,9 @@ impl BigtableClient {
                         .modify_column_families(request)
                         .await
                         .map(|r| r.into_inner())
-                        .map_err(|status| status_error(status, doing).with_context("table", table))
+                        .map_err(|status| {
+                            status_error(status, doing, self.admin_endpoint()).with_context("table", table)
+                        })
                 }
             })
             .await

@@ -142,7 +142,8 @@ impl BigtableSinkOptionsBuilder {
         self
     }
 
-    /// The longest one MutateRows attempt may take before it counts as a deadline failure.
+    /// The longest one call may take (a MutateRows attempt, a table read or change) before
+    /// it fails as transient and is retried; the retry policy's deadline bounds it too.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.options.request_timeout = timeout;
         self

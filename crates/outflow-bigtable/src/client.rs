@@ -5,6 +5,10 @@
 //! emulator (`BIGTABLE_EMULATOR_HOST`) or an explicit endpoint both share one plaintext
 //! channel and send no credentials; against the service each has its own TLS channel and
 //! sends Application Default Credentials. Either way the client type is the same.
+//!
+//! Every call has a deadline: each attempt may take the request timeout (60 s unless set),
+//! or less when the retry policy's deadline is nearer, so an endpoint that accepts
+//! connections and never answers fails by the deadline, as a transient error naming it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,9 +19,11 @@ use gcloud_sdk::google::bigtable::v2::bigtable_client;
 use gcloud_sdk::google::bigtable::v2::{MutateRowsRequest, mutate_rows_request::Entry};
 use gcloud_sdk::tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use gcloud_sdk::tonic::{self, Code, Status};
-use gcloud_sdk::{GoogleAuthHeaders, GoogleAuthMiddleware, RequestTimeouts};
+use gcloud_sdk::{GoogleAuthHeaders, GoogleAuthMiddleware, RequestTimeoutElapsed, RequestTimeouts};
 use outflow_core::{Error, ErrorKind, Result, RetryClass, RetryPolicy};
 use serde::{Deserialize, Serialize};
+
+use crate::options::default_request_timeout;
 
 /// The variable Google's clients read to talk to the emulator (`host:port`).
 pub const EMULATOR_HOST_VAR: &str = "BIGTABLE_EMULATOR_HOST";
@@ -33,6 +39,8 @@ const CONNECTION_WINDOW: u32 = (1 << 31) - 1;
 const STREAM_WINDOW: u32 = 16 << 20;
 /// Large enough for the biggest cell Bigtable stores (100 MiB) with room to spare.
 const MAX_RESPONSE_BYTES: usize = 256 << 20;
+/// The longest a connection may take to open, when the request timeout is not shorter.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Where and as whom to connect: the project, the instance, an app profile and the endpoint.
 ///
@@ -131,6 +139,22 @@ pub(crate) enum Target {
 }
 
 impl Target {
+    /// Where data calls (MutateRows, ReadRows) go.
+    pub(crate) fn data_url(&self) -> &str {
+        match self {
+            Target::Unauthenticated { url } => url,
+            Target::Service { data_url, .. } => data_url,
+        }
+    }
+
+    /// Where table administration calls go.
+    pub(crate) fn admin_url(&self) -> &str {
+        match self {
+            Target::Unauthenticated { url } => url,
+            Target::Service { admin_url, .. } => admin_url,
+        }
+    }
+
     pub(crate) fn resolve(endpoint: Option<&str>, emulator_host: Option<&str>) -> Target {
         let url_of = |e: &str| {
             let e = e.trim();
@@ -162,6 +186,7 @@ pub struct BigtableClient {
     connection: Arc<BigtableConnection>,
     target: Arc<Target>,
     pub(crate) retry: RetryPolicy,
+    pub(crate) request_timeout: Duration,
 }
 
 impl fmt::Debug for BigtableClient {
@@ -169,6 +194,7 @@ impl fmt::Debug for BigtableClient {
         f.debug_struct("BigtableClient")
             .field("connection", &self.connection)
             .field("target", &self.target)
+            .field("request_timeout", &self.request_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -176,14 +202,25 @@ impl fmt::Debug for BigtableClient {
 impl BigtableClient {
     /// Connects to the endpoint `connection` resolves to (see [`BigtableConnection`]).
     ///
-    /// A dropped connection is re-established by the channel on the next call.
+    /// A dropped connection is re-established by the channel on the next call. Calls take
+    /// the default request timeout (60 s) and retry policy until set otherwise.
     pub async fn connect(connection: &BigtableConnection) -> Result<BigtableClient> {
+        BigtableClient::connect_within(connection, default_request_timeout()).await
+    }
+
+    /// [`BigtableClient::connect`] with a request timeout, which also bounds opening the
+    /// connection.
+    pub(crate) async fn connect_within(
+        connection: &BigtableConnection,
+        request_timeout: Duration,
+    ) -> Result<BigtableClient> {
         connection.validate()?;
+        let connect_timeout = request_timeout.min(CONNECT_TIMEOUT);
         let env = std::env::var(EMULATOR_HOST_VAR).ok();
         let target = Target::resolve(connection.endpoint(), env.as_deref());
         let (data, admin) = match &target {
             Target::Unauthenticated { url } => {
-                let channel = channel(url).await?;
+                let channel = channel(url, connect_timeout).await?;
                 let anonymous = gcloud_sdk::google_cloud_auth::credentials::anonymous::Builder::new().build();
                 let auth = Arc::new(GoogleAuthHeaders::from(anonymous));
                 (
@@ -203,8 +240,8 @@ impl BigtableClient {
                 })?;
                 let auth = Arc::new(auth);
                 (
-                    middleware(channel(data_url).await?, auth.clone())?,
-                    middleware(channel(admin_url).await?, auth)?,
+                    middleware(channel(data_url, connect_timeout).await?, auth.clone())?,
+                    middleware(channel(admin_url, connect_timeout).await?, auth)?,
                 )
             }
         };
@@ -215,14 +252,33 @@ impl BigtableClient {
             connection: Arc::new(connection.clone()),
             target: Arc::new(target),
             retry: RetryPolicy::default(),
+            request_timeout,
         })
     }
 
     /// The same client, retrying transient failures of table administration calls
-    /// (reading, creating, adding families) under `policy` instead of the default.
+    /// (reading, creating, adding families) and of reads under `policy` instead of the
+    /// default. The policy's deadline bounds each of those operations, retries included.
     pub fn with_retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
+    }
+
+    /// The same client, giving each call at most `timeout` (the default is 60 s); a call
+    /// that gets no answer in time fails as transient, and is retried under the policy.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Where data calls go (`http://host:port` or the service's URL), for errors and logs.
+    pub(crate) fn data_endpoint(&self) -> &str {
+        self.target.data_url()
+    }
+
+    /// Where table administration calls go.
+    pub(crate) fn admin_endpoint(&self) -> &str {
+        self.target.admin_url()
     }
 
     /// The connection this client was made from.
@@ -245,8 +301,15 @@ impl BigtableClient {
     }
 
     /// A request with the routing header the service expects (it routes on the resource
-    /// named in `x-goog-request-params`; the emulator ignores it).
-    pub(crate) fn request<T>(&self, message: T, param: &str, resource: &str) -> tonic::Request<T> {
+    /// named in `x-goog-request-params`; the emulator ignores it), to be answered within
+    /// `timeout`.
+    pub(crate) fn request<T>(
+        &self,
+        message: T,
+        param: &str,
+        resource: &str,
+        timeout: Duration,
+    ) -> tonic::Request<T> {
         let mut params = format!("{param}={}", url_encode(resource));
         if let Some(profile) = self.connection.app_profile_id() {
             params.push_str("&app_profile_id=");
@@ -257,10 +320,13 @@ impl BigtableClient {
             request.metadata_mut().insert("x-goog-request-params", value);
         }
         request
+            .extensions_mut()
+            .insert(RequestTimeouts::new().with_total(timeout));
+        request
     }
 
-    /// One MutateRows call: the status of each entry that got one, and the error that
-    /// ended the call early, if any. Never retries.
+    /// One MutateRows call, given `timeout` to answer: the status of each entry that got
+    /// one, and the error that ended the call early, if any. Never retries.
     pub(crate) async fn mutate_rows(
         &self,
         table: &str,
@@ -275,10 +341,7 @@ impl BigtableClient {
             entries,
             ..Default::default()
         };
-        let mut request = self.request(message, "table_name", &table_name);
-        request
-            .extensions_mut()
-            .insert(RequestTimeouts::new().with_total(timeout));
+        let request = self.request(message, "table_name", &table_name, timeout);
         let mut outcome = CallOutcome {
             statuses: vec![None; count],
             error: None,
@@ -344,13 +407,13 @@ pub(crate) struct CallOutcome {
     pub(crate) error: Option<Status>,
 }
 
-async fn channel(url: &str) -> Result<Channel> {
+async fn channel(url: &str, connect_timeout: Duration) -> Result<Channel> {
     let bad_endpoint = |e: &dyn std::fmt::Display| {
         Error::invalid_config("endpoint", format!("{url} is not a usable endpoint: {e}"))
     };
     let mut endpoint = Endpoint::from_shared(url.to_string())
         .map_err(|e| bad_endpoint(&e))?
-        .connect_timeout(Duration::from_secs(20))
+        .connect_timeout(connect_timeout)
         .tcp_nodelay(true)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .initial_stream_window_size(STREAM_WINDOW);
@@ -405,14 +468,19 @@ pub(crate) fn is_retryable_code(code: i32) -> bool {
     )
 }
 
-/// Whether a failed call may succeed when sent again. Besides the retryable codes, an
-/// `Unknown` or `Cancelled` status that wraps a transport error is transient: tonic reports
-/// a connection reset or broken pipe under a call in flight as `Unknown`, and a connection
-/// closed before the call got through as `Cancelled`. The same codes sent by the server
-/// are not retried.
+/// Whether a failed call may succeed when sent again. Besides the retryable codes, a
+/// status the client made from a broken connection or stream is transient, whatever code
+/// tonic gave it:
+/// - a connection reset or broken pipe under a call in flight (`Unknown`), a connection
+///   closed before the call got through (`Cancelled`);
+/// - an HTTP/2 stream reset or GOAWAY (`h2 protocol error`, `Internal` for most reasons);
+/// - a response stream that ended without a gRPC status (`Unknown`: a proxy cut it short).
+///
+/// The same codes sent by the server are not retried.
 pub(crate) fn is_retryable_status(status: &Status) -> bool {
     is_retryable_code(status.code() as i32)
-        || (matches!(status.code(), Code::Unknown | Code::Cancelled) && has_transport_source(status))
+        || (matches!(status.code(), Code::Unknown | Code::Cancelled | Code::Internal)
+            && (has_transport_source(status) || is_truncated_stream(status)))
 }
 
 fn has_transport_source(status: &Status) -> bool {
@@ -420,12 +488,45 @@ fn has_transport_source(status: &Status) -> bool {
     // Bounded: error chains are short, but a cycle must not hang the writer.
     for _ in 0..16 {
         let Some(err) = source else { return false };
-        if err.is::<tonic::transport::Error>() || err.is::<std::io::Error>() {
+        if err.is::<tonic::transport::Error>()
+            || err.is::<std::io::Error>()
+            || err.is::<tonic::TimeoutExpired>()
+            || err.downcast_ref::<h2::Error>().is_some_and(is_broken_stream)
+        {
             return true;
         }
         source = err.source();
     }
     false
+}
+
+/// An HTTP/2 failure of the connection or the stream (an I/O error, a reset or GOAWAY
+/// either peer sent), as opposed to a misuse of the library by the caller.
+fn is_broken_stream(err: &h2::Error) -> bool {
+    err.is_io() || err.reason().is_some()
+}
+
+/// tonic's status for a response that ended, cleanly at the HTTP/2 level, without the
+/// gRPC status trailer (a stream reset with `NO_ERROR` or `CANCEL` becomes that). It has
+/// no source to tell it by, only its message.
+fn is_truncated_stream(status: &Status) -> bool {
+    status.code() == Code::Unknown && status.message().contains("missing grpc-status trailer")
+}
+
+/// The limit of ours a call ran out of, when it did.
+fn elapsed_limit(status: &Status) -> Option<Duration> {
+    let mut source = std::error::Error::source(status);
+    for _ in 0..16 {
+        let err = source?;
+        if let Some(elapsed) = err.downcast_ref::<RequestTimeoutElapsed>() {
+            return match elapsed {
+                RequestTimeoutElapsed::Total(limit) | RequestTimeoutElapsed::Idle(limit) => Some(*limit),
+                _ => None,
+            };
+        }
+        source = err.source();
+    }
+    None
 }
 
 /// What a failed call means for retrying: Bigtable's classifier for the shared retry loop.
@@ -447,15 +548,22 @@ pub(crate) fn classify(status: &Status) -> RetryClass {
     })
 }
 
-/// Converts a failed call into Outflow's error, saying what was being done.
-pub(crate) fn status_error(status: Status, doing: impl fmt::Display) -> Error {
-    let message = if status.message().is_empty() {
-        format!("{doing}: {:?}", status.code())
-    } else {
-        format!("{doing}: {:?}: {}", status.code(), status.message())
+/// Converts a failed call to `endpoint` into Outflow's error, saying what was being done
+/// and where: `reading table T at http://host:port: ...`, with the endpoint in the context.
+pub(crate) fn status_error(status: Status, doing: impl fmt::Display, endpoint: &str) -> Error {
+    let class = classify(&status);
+    let what = match elapsed_limit(&status) {
+        // In whole milliseconds: an attempt cut short by the deadline has an odd limit.
+        Some(limit) => format!(
+            "no answer within {}",
+            humantime::format_duration(Duration::from_millis(limit.as_millis() as u64))
+        ),
+        None if status.message().is_empty() => format!("{:?}", status.code()),
+        None => format!("{:?}: {}", status.code(), status.message()),
     };
-    classify(&status)
-        .error(message)
+    class
+        .error(format!("{doing} at {endpoint}: {what}"))
+        .with_context("endpoint", endpoint)
         .with_context("code", format!("{:?}", status.code()))
         .with_source(status)
 }
@@ -546,7 +654,7 @@ mod tests {
         let status = Status::from_error(Box::new(reset));
         assert_eq!(status.code(), Code::Unknown);
         assert!(is_retryable_status(&status));
-        let err = status_error(status, "writing to t");
+        let err = status_error(status, "writing to t", "http://127.0.0.1:1");
         assert_eq!(err.kind(), ErrorKind::Transient);
         assert!(err.is_retryable());
 
@@ -560,24 +668,73 @@ mod tests {
 
         let from_server = Status::unknown("the server could not say");
         assert!(!is_retryable_status(&from_server));
-        let err = status_error(from_server, "writing to t");
+        let err = status_error(from_server, "writing to t", "http://127.0.0.1:1");
         assert_eq!(err.kind(), ErrorKind::Internal);
         assert!(!err.is_retryable());
     }
 
     #[test]
+    fn a_reset_or_goaway_is_retryable_a_server_internal_is_not() {
+        // What tonic makes of a RST_STREAM or GOAWAY: most reasons become `Internal`.
+        for reason in [
+            h2::Reason::PROTOCOL_ERROR,
+            h2::Reason::INTERNAL_ERROR,
+            h2::Reason::NO_ERROR,
+        ] {
+            let mut status = Status::internal(format!("h2 protocol error: {reason}"));
+            status.set_source(Arc::new(h2::Error::from(reason)));
+            assert!(is_retryable_status(&status), "{reason:?}");
+            let err = status_error(status, "writing to t", "http://127.0.0.1:1");
+            assert_eq!(err.kind(), ErrorKind::Transient, "{reason:?}");
+        }
+        let truncated = Status::unknown(
+            "protocol error: missing grpc-status trailer, stream was terminated without a final status",
+        );
+        assert!(is_retryable_status(&truncated));
+        assert!(!is_retryable_status(&Status::internal("the server failed")));
+        assert_eq!(
+            status_error(
+                Status::internal("the server failed"),
+                "writing to t",
+                "http://127.0.0.1:1"
+            )
+            .kind(),
+            ErrorKind::Internal
+        );
+    }
+
+    #[test]
+    fn a_call_that_ran_out_of_time_is_transient_and_names_the_endpoint() {
+        let status = Status::from(RequestTimeoutElapsed::Total(Duration::from_millis(1500)));
+        let err = status_error(status, "reading table t", "http://127.0.0.1:4711");
+        assert_eq!(err.kind(), ErrorKind::Transient);
+        assert!(err.is_retryable());
+        assert_eq!(err.context_value("endpoint"), Some("http://127.0.0.1:4711"));
+        assert!(
+            err.to_string()
+                .contains("reading table t at http://127.0.0.1:4711: no answer within 1s 500ms"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn statuses_become_errors_by_kind() {
-        let err = status_error(Status::not_found("table \"t\" not found"), "preparing table t");
+        let at = "http://127.0.0.1:1";
+        let err = status_error(
+            Status::not_found("table \"t\" not found"),
+            "preparing table t",
+            at,
+        );
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert!(
             err.to_string()
-                .contains("preparing table t: NotFound: table \"t\" not found"),
+                .contains("preparing table t at http://127.0.0.1:1: NotFound: table \"t\" not found"),
             "{err}"
         );
-        let err = status_error(Status::resource_exhausted("slow down"), "writing");
+        let err = status_error(Status::resource_exhausted("slow down"), "writing", at);
         assert_eq!(err.kind(), ErrorKind::Throttled);
         assert!(err.is_retryable());
-        let err = status_error(Status::permission_denied("no"), "writing");
+        let err = status_error(Status::permission_denied("no"), "writing", at);
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
         assert!(!err.is_retryable());
     }

@@ -597,7 +597,8 @@ fn families<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<ColumnFa
     d.deserialize_any(FamiliesVisitor)
 }
 
-fn default_request_timeout() -> Duration {
+/// The request timeout of a sink's options and a client's calls unless set otherwise.
+pub(crate) fn default_request_timeout() -> Duration {
     Duration::from_secs(60)
 }
 
@@ -673,7 +674,8 @@ pub struct BigtableSinkOptions {
     /// How transient failures are retried (idempotent entries only).
     #[serde(default)]
     pub(crate) retry: RetryPolicy,
-    /// The longest one MutateRows attempt may take.
+    /// The longest one call may take (each MutateRows attempt, each table read or change),
+    /// and less when the retry deadline is nearer.
     #[serde(
         default = "default_request_timeout",
         with = "outflow_core::duration",

@@ -199,39 +199,54 @@ impl BigtableClient {
         self.read(table, Some(keys.to_vec())).await
     }
 
+    /// ReadRows of the whole table or of `keys`. A read that fails in a way worth retrying
+    /// starts again from the beginning (under the client's retry policy, each attempt within
+    /// the request timeout).
     async fn read(&self, table: &str, keys: Option<Vec<Vec<u8>>>) -> Result<Vec<Row>> {
         let name = self.table_path(table);
         let doing = format!("reading rows of table {name}");
-        let message = ReadRowsRequest {
-            table_name: name.clone(),
-            app_profile_id: self.connection().app_profile_id().unwrap_or_default().to_string(),
-            rows: keys.map(|row_keys| RowSet {
-                row_keys,
-                row_ranges: Vec::new(),
-            }),
-            ..Default::default()
-        };
-        let request = self.request(message, "table_name", &name);
-        let mut data = self.data.clone();
-        let mut stream = data
-            .read_rows(request)
+        let endpoint = self.data_endpoint();
+        self.retry
+            .retry_within(&doing, self.request_timeout, |timeout| {
+                let message = ReadRowsRequest {
+                    table_name: name.clone(),
+                    app_profile_id: self.connection().app_profile_id().unwrap_or_default().to_string(),
+                    rows: keys.clone().map(|row_keys| RowSet {
+                        row_keys,
+                        row_ranges: Vec::new(),
+                    }),
+                    ..Default::default()
+                };
+                let request = self.request(message, "table_name", &name, timeout);
+                let mut data = self.data.clone();
+                let doing = &doing;
+                async move {
+                    let mut stream = data
+                        .read_rows(request)
+                        .await
+                        .map_err(|s| status_error(s, doing, endpoint))?
+                        .into_inner();
+                    let mut merger = RowMerger::default();
+                    let mut rows = Vec::new();
+                    while let Some(response) = stream
+                        .message()
+                        .await
+                        .map_err(|s| status_error(s, doing, endpoint))?
+                    {
+                        for chunk in response.chunks {
+                            let row = merger.push(chunk).map_err(|why| {
+                                Error::new(ErrorKind::Internal, format!("{doing}: malformed response: {why}"))
+                            })?;
+                            rows.extend(row);
+                        }
+                    }
+                    merger
+                        .finish()
+                        .map_err(|why| Error::new(ErrorKind::Internal, format!("{doing}: {why}")))?;
+                    Ok(rows)
+                }
+            })
             .await
-            .map_err(|s| status_error(s, &doing))?
-            .into_inner();
-        let mut merger = RowMerger::default();
-        let mut rows = Vec::new();
-        while let Some(response) = stream.message().await.map_err(|s| status_error(s, &doing))? {
-            for chunk in response.chunks {
-                let row = merger.push(chunk).map_err(|why| {
-                    Error::new(ErrorKind::Internal, format!("{doing}: malformed response: {why}"))
-                })?;
-                rows.extend(row);
-            }
-        }
-        merger
-            .finish()
-            .map_err(|why| Error::new(ErrorKind::Internal, format!("{doing}: {why}")))?;
-        Ok(rows)
     }
 }
 

@@ -191,9 +191,11 @@ impl Shared {
     pub(crate) async fn client(&self) -> Result<&BigtableClient> {
         self.client
             .get_or_try_init(|| async {
-                Ok(BigtableClient::connect(&self.settings.connection)
-                    .await?
-                    .with_retry_policy(self.settings.retry.clone()))
+                Ok(
+                    BigtableClient::connect_within(&self.settings.connection, self.settings.request_timeout)
+                        .await?
+                        .with_retry_policy(self.settings.retry.clone()),
+                )
             })
             .await
     }
@@ -221,27 +223,32 @@ impl Shared {
     }
 
     /// Sends `entries` for `table`, first waiting for a slot among the requests in flight.
+    /// When a request that finished meanwhile failed, `entries` are not sent and its error
+    /// is returned: a request started after a failure would outlive it by a whole retry
+    /// deadline.
     async fn dispatch(
         &self,
         state: &mut WriteState,
         table: &str,
         entries: Vec<(Entry, EntryMeta)>,
     ) -> Result<()> {
-        let mut first_error = None;
         while state.in_flight.len() >= self.settings.batching.max_outstanding_requests() {
             let Some(joined) = state.in_flight.join_next().await else {
                 break;
             };
-            if let Err(e) = absorb(&mut state.result, joined) {
-                first_error.get_or_insert(e);
-            }
+            absorb(&mut state.result, joined)?;
         }
         let client = self.client().await?.clone();
         let settings = self.settings.clone();
         let table = table.to_string();
         state.in_flight.spawn(async move {
-            let timeout = settings.request_timeout;
-            let report = send_with_retries(&table, entries, &settings.retry, |batch| {
+            let endpoint = client.data_endpoint().to_string();
+            let target = WriteTarget {
+                table: &table,
+                endpoint: &endpoint,
+                request_timeout: settings.request_timeout,
+            };
+            let report = send_with_retries(&target, entries, &settings.retry, |batch, timeout| {
                 let client = client.clone();
                 let table = table.clone();
                 async move { client.mutate_rows(&table, batch, timeout).await }
@@ -249,7 +256,7 @@ impl Shared {
             .await;
             (table, report)
         });
-        first_error.map_or(Ok(()), Err)
+        Ok(())
     }
 
     async fn write_batch(&self, state: &mut WriteState, batch: RecordBatch) -> Result<()> {
@@ -353,8 +360,10 @@ impl Shared {
             let Some(entries) = state.batchers.get_mut(&table).and_then(Batcher::take) else {
                 continue;
             };
+            // After a failure nothing more is sent; what is in flight is waited for below.
             if let Err(e) = self.dispatch(state, &table, entries).await {
-                first_error.get_or_insert(e);
+                first_error = Some(e);
+                break;
             }
         }
         while let Some(joined) = state.in_flight.join_next().await {
@@ -440,24 +449,35 @@ enum RetryCause {
     Call,
 }
 
-/// Sends entries with `call` (one MutateRows attempt), retrying what may be retried under
-/// `policy`: entries that failed with a retryable code, and, when the call failed as a
-/// whole in a retryable way, the idempotent entries it left unanswered.
+/// Where a request goes, and how long each attempt may take.
+struct WriteTarget<'a> {
+    table: &'a str,
+    /// The data endpoint, for errors.
+    endpoint: &'a str,
+    request_timeout: Duration,
+}
+
+/// Sends entries with `call` (one MutateRows attempt, given the time it may take: the
+/// request timeout, or the time left before the policy's deadline), retrying what may be
+/// retried under `policy`: entries that failed with a retryable code, and, when the call
+/// failed as a whole in a retryable way, the idempotent entries it left unanswered.
 async fn send_with_retries<F, Fut>(
-    table: &str,
+    target: &WriteTarget<'_>,
     entries: Vec<(Entry, EntryMeta)>,
     policy: &RetryPolicy,
     mut call: F,
 ) -> Result<RequestReport>
 where
-    F: FnMut(Vec<Entry>) -> Fut,
+    F: FnMut(Vec<Entry>, Duration) -> Fut,
     Fut: Future<Output = CallOutcome>,
 {
+    let (table, endpoint) = (target.table, target.endpoint);
+    let doing = format!("writing to table {table}");
     let mut report = RequestReport::default();
     let (mut entries, mut metas): (Vec<Entry>, Vec<EntryMeta>) = entries.into_iter().unzip();
-    let mut retrying = policy.start(format!("writing to table {table}"));
+    let mut retrying = policy.start(doing.clone());
     loop {
-        let outcome = call(entries).await;
+        let outcome = call(entries, retrying.attempt_limit(target.request_timeout)).await;
         let call_error = outcome.error;
         if let Some(err) = call_error.as_ref()
             && !is_retryable_status(err)
@@ -465,7 +485,7 @@ where
         {
             // Sending again cannot help (no such table, no permission...): fail loudly.
             let err = call_error.expect("checked above");
-            return Err(status_error(err, format!("writing to table {table}")).with_context("table", table));
+            return Err(status_error(err, &doing, endpoint).with_context("table", table));
         }
         let mut retry: Vec<(EntryMeta, RetryCause)> = Vec::new();
         for (meta, status) in metas.into_iter().zip(outcome.statuses) {
@@ -519,7 +539,7 @@ where
             if let Some(err) = call_error.filter(|_| retry.iter().any(|(_, c)| matches!(c, RetryCause::Call)))
             {
                 return Err(exhausted
-                    .error(status_error(err, format!("writing to table {table}")))
+                    .error(status_error(err, &doing, endpoint))
                     .with_context("table", table));
             }
             for (meta, cause) in retry {
@@ -758,7 +778,12 @@ mod tests {
     }
 
     async fn run(fake: &Fake, items: Vec<(Entry, EntryMeta)>, policy: RetryPolicy) -> Result<RequestReport> {
-        send_with_retries("t", items, &policy, |batch| {
+        let target = WriteTarget {
+            table: "t",
+            endpoint: "http://127.0.0.1:1",
+            request_timeout: Duration::from_secs(60),
+        };
+        send_with_retries(&target, items, &policy, |batch, _| {
             let outcome = fake.call(batch);
             async move { outcome }
         })

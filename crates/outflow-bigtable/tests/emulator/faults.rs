@@ -19,10 +19,12 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use outflow_bigtable::{
-    Batching, CellTimestamp, Column, ColumnFamily, ColumnMapping, RowKey, TableCreateOptions, ValueType,
+    Batching, BigtableSink, BigtableSinkOptionsBuilder, CellTimestamp, Column, ColumnFamily, ColumnMapping,
+    RowKey, TableCreateOptions, ValueType,
 };
 use outflow_core::{CreateDisposition, ErrorKind, RetryPolicy, Sink};
 use outflow_testkit::bigtable::{FaultProxy, PrivateEmulator};
+use tokio::task::JoinHandle;
 
 use crate::common::*;
 
@@ -38,7 +40,9 @@ fn patient() -> RetryPolicy {
         .unwrap()
 }
 
-fn rows(batch_no: usize, n: usize) -> RecordBatch {
+/// `n` rows of batch `batch_no`: keys `bNNN-rNNNNN`, one explicit timestamp per batch, so
+/// that a resent row rewrites the same cells.
+pub(crate) fn rows(batch_no: usize, n: usize) -> RecordBatch {
     let keys: Vec<String> = (0..n).map(|i| format!("b{batch_no:03}-r{i:05}")).collect();
     batch(vec![
         ("id", Arc::new(StringArray::from(keys.clone()))),
@@ -54,21 +58,62 @@ fn rows(batch_no: usize, n: usize) -> RecordBatch {
     ])
 }
 
+/// Sink options for [`rows`] into `table` at `host`: every value in family `cf`, keyed by
+/// `id`, stamped with `ts`.
+pub(crate) fn rows_sink(host: &str, table: &str) -> BigtableSinkOptionsBuilder {
+    sink_at(host, table)
+        .table_options(
+            TableCreateOptions::builder()
+                .raw_family("cf", None)
+                .build()
+                .unwrap(),
+        )
+        .row_key(RowKey::field("id"))
+        .columns(ColumnMapping::family("cf"))
+        .timestamp(CellTimestamp::Field("ts".into()))
+}
+
+/// Reads `table` on the shared emulator (past any proxy): `expected` rows of [`rows`], each
+/// column with one version.
+pub(crate) async fn assert_each_row_once(table: &str, expected: usize) {
+    let read = client().await.read_rows(table).await.unwrap();
+    assert_eq!(read.len(), expected);
+    let mut versions: BTreeMap<usize, usize> = BTreeMap::new();
+    for row in &read {
+        for q in [&b"v1"[..], b"v2"] {
+            *versions.entry(row.column("cf", q).len()).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        versions,
+        BTreeMap::from([(1, 2 * expected)]),
+        "versions per column"
+    );
+}
+
+/// Writes 10 rows and flushes (so that the table is prepared), then, in a task of its own,
+/// writes up to 400 batches of `per_batch` rows and flushes, stopping at the first failure,
+/// which the task returns.
+pub(crate) async fn keep_writing(
+    mut sink: BigtableSink,
+    per_batch: usize,
+) -> JoinHandle<outflow_core::Result<()>> {
+    sink.write(rows(0, 10)).await.unwrap();
+    sink.flush().await.unwrap();
+    tokio::spawn(async move {
+        for b in 1..=400 {
+            sink.write(rows(b, per_batch)).await?;
+        }
+        sink.flush().await
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_rows_land_exactly_once_through_cut_connections() {
     let table = table_name("cuts");
     let proxy = Arc::new(FaultProxy::start(&host()).await);
     let mut sink = open(
-        sink_at(&proxy.host(), &table)
-            .table_options(
-                TableCreateOptions::builder()
-                    .raw_family("cf", None)
-                    .build()
-                    .unwrap(),
-            )
-            .row_key(RowKey::field("id"))
-            .columns(ColumnMapping::family("cf"))
-            .timestamp(CellTimestamp::Field("ts".into()))
+        rows_sink(&proxy.host(), &table)
             .batching(
                 Batching::new()
                     .with_max_entries(250)
@@ -113,20 +158,7 @@ async fn idempotent_rows_land_exactly_once_through_cut_connections() {
     let expected = 10 + batches * per_batch;
     assert_eq!(result.rows_written(), expected as u64);
 
-    // Read back directly, past the proxy: every row once, every column one version.
-    let read = client().await.read_rows(&table).await.unwrap();
-    assert_eq!(read.len(), expected);
-    let mut versions: BTreeMap<usize, usize> = BTreeMap::new();
-    for row in &read {
-        for q in [&b"v1"[..], b"v2"] {
-            *versions.entry(row.column("cf", q).len()).or_default() += 1;
-        }
-    }
-    assert_eq!(
-        versions,
-        BTreeMap::from([(1, 2 * expected)]),
-        "versions per column"
-    );
+    assert_each_row_once(&table, expected).await;
     // And with Google's Python client.
     let py = python(&table);
     let py_rows = py["rows"].as_array().unwrap();
@@ -251,16 +283,7 @@ async fn a_killed_emulator_is_a_transient_failure_and_a_restarted_one_fails_clea
     let host = emulator.host();
     let build = |retry: RetryPolicy| {
         open(
-            sink_at(&host, &table)
-                .table_options(
-                    TableCreateOptions::builder()
-                        .raw_family("cf", None)
-                        .build()
-                        .unwrap(),
-                )
-                .row_key(RowKey::field("id"))
-                .columns(ColumnMapping::family("cf"))
-                .timestamp(CellTimestamp::Field("ts".into()))
+            rows_sink(&host, &table)
                 .batching(
                     Batching::new()
                         .with_max_entries(5_000)
@@ -274,15 +297,7 @@ async fn a_killed_emulator_is_a_transient_failure_and_a_restarted_one_fails_clea
     // 1. Without retries, the first failure after the kill surfaces as it is: a transient
     //    error, whether the request was in flight (the connection reset under it: gRPC
     //    UNKNOWN over a transport error) or sent after (connection refused: UNAVAILABLE).
-    let mut once = build(RetryPolicy::none()).await;
-    once.write(rows(0, 10)).await.unwrap();
-    once.flush().await.unwrap();
-    let writer = tokio::spawn(async move {
-        for b in 1..=400 {
-            once.write(rows(b, 5_000)).await?;
-        }
-        once.flush().await
-    });
+    let writer = keep_writing(build(RetryPolicy::none()).await, 5_000).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     emulator.kill();
     let err = tokio::time::timeout(Duration::from_secs(60), writer)
@@ -296,16 +311,8 @@ async fn a_killed_emulator_is_a_transient_failure_and_a_restarted_one_fails_clea
     //    emulator answers on the same port (without the table: it kept it in memory) the
     //    writer fails with NotFound naming the table, promptly, instead of hanging.
     emulator.restart().await;
-    let mut patient_sink = build(patient()).await;
-    patient_sink.write(rows(0, 10)).await.unwrap();
-    patient_sink.flush().await.unwrap();
+    let writer = keep_writing(build(patient()).await, 5_000).await;
     let started = Instant::now();
-    let writer = tokio::spawn(async move {
-        for b in 1..=400 {
-            patient_sink.write(rows(b, 5_000)).await?;
-        }
-        patient_sink.flush().await
-    });
     tokio::time::sleep(Duration::from_millis(300)).await;
     emulator.kill();
     tokio::time::sleep(Duration::from_millis(800)).await;

@@ -5,5 +5,6 @@
 
 mod admin;
 mod common;
+mod deadlines;
 mod faults;
 mod write;
