@@ -27,7 +27,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use iceberg::io::LocalFsStorageFactory;
 use iceberg::spec::{Schema as IcebergSchema, SortOrder, UnboundPartitionSpec};
@@ -137,14 +137,13 @@ impl RestEndpoint {
             .map_err(|e| Error::internal(format!("building the HTTP client for {}: {e}", self.uri)))
     }
 
-    /// Runs one call, cut at the request timeout or at `left`, whichever comes first.
+    /// Runs one call, cut at `limit`.
     async fn bounded<T>(
         &self,
         what: &str,
-        left: Duration,
+        limit: Duration,
         call: impl Future<Output = iceberg::Result<T>>,
     ) -> Result<T> {
-        let limit = self.request_timeout.min(left).max(Duration::from_millis(1));
         match tokio::time::timeout(limit, call).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(self.error(what, e)),
@@ -398,11 +397,10 @@ impl IcebergCatalog {
         }
         let http = endpoint.http_client()?;
         let what = "reading the REST catalog's configuration";
-        let started = Instant::now();
         let mut retrying = retry.start(what);
         let prefix = loop {
-            let left = retry.deadline().saturating_sub(started.elapsed());
-            match rest_prefix(&http, &endpoint, warehouse, &headers, what, left).await {
+            let limit = retrying.attempt_limit(endpoint.request_timeout);
+            match rest_prefix(&http, &endpoint, warehouse, &headers, what, limit).await {
                 Ok(prefix) => break prefix,
                 Err(err) => retrying.after(err).await?,
             }
@@ -449,11 +447,10 @@ impl IcebergCatalog {
         let Some(rest) = &self.rest else {
             return call().await.doing(what);
         };
-        let started = Instant::now();
         let mut retrying = self.retry.start(what);
         loop {
-            let left = self.retry.deadline().saturating_sub(started.elapsed());
-            match rest.bounded(what, left, call()).await {
+            let limit = retrying.attempt_limit(rest.request_timeout);
+            match rest.bounded(what, limit, call()).await {
                 Ok(value) => return Ok(value),
                 Err(err) => retrying.after(err).await?,
             }
@@ -666,14 +663,14 @@ impl IcebergCatalog {
     }
 }
 
-/// The catalog's path prefix, from `GET /v1/config`, in one attempt cut at `left`.
+/// The catalog's path prefix, from `GET /v1/config`, in one attempt cut at `limit`.
 async fn rest_prefix(
     http: &reqwest::Client,
     endpoint: &RestEndpoint,
     warehouse: Option<&str>,
     headers: &HashMap<String, String>,
     what: &str,
-    left: Duration,
+    limit: Duration,
 ) -> Result<Option<String>> {
     let uri = &endpoint.uri;
     let mut url = url::Url::parse(uri)
@@ -686,7 +683,6 @@ async fn rest_prefix(
     if let Some(w) = warehouse {
         url.query_pairs_mut().append_pair("warehouse", w);
     }
-    let limit = endpoint.request_timeout.min(left).max(Duration::from_millis(1));
     let mut request = http.get(url.clone()).timeout(limit);
     for (k, v) in headers {
         request = request.header(k, v);
