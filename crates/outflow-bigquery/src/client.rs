@@ -8,7 +8,9 @@
 //!
 //! The client libraries' own retries are switched off: every call goes through the sink's
 //! [`RetryPolicy`](outflow_core::RetryPolicy), so one bounded policy (attempts and a
-//! deadline) governs everything. The Storage Write library's default writer would otherwise
+//! deadline) governs everything. Each attempt of a call is bounded by `request_timeout`, or
+//! by the time left before the policy's deadline when that is shorter, so an endpoint that
+//! never answers fails the call by the deadline; errors name the endpoint. The Storage Write library's default writer would otherwise
 //! retry for 300 s, and the emulator answers some bad input with INTERNAL, which that
 //! policy retries.
 
@@ -123,6 +125,9 @@ fn default_grpc(rest_host: &str) -> Result<String> {
     Ok(format!("http://{host}:{EMULATOR_DEFAULT_GRPC_PORT}"))
 }
 
+/// The REST API's service endpoint, as errors name it when no other is set.
+const REST_SERVICE: &str = "https://bigquery.googleapis.com";
+
 /// The clients a sink uses.
 #[derive(Clone, Debug)]
 pub struct Clients {
@@ -132,6 +137,10 @@ pub struct Clients {
     pub jobs: JobService,
     /// The Storage Write API.
     pub write: Arc<Write>,
+    /// Where `tables` and `jobs` connect.
+    pub rest_endpoint: String,
+    /// Where `write` connects.
+    pub grpc_endpoint: String,
 }
 
 impl Clients {
@@ -169,6 +178,14 @@ impl Clients {
                     .await
                     .map_err(|e| client_error("Storage Write", e))?,
             ),
+            rest_endpoint: connection
+                .rest
+                .clone()
+                .unwrap_or_else(|| REST_SERVICE.to_string()),
+            grpc_endpoint: connection
+                .grpc
+                .clone()
+                .unwrap_or_else(|| STORAGE_WRITE_SERVICE.to_string()),
         })
     }
 }
@@ -205,6 +222,7 @@ type WriteClient = BigQueryWriteClient<GoogleAuthMiddleware>;
 pub struct StreamCommits {
     api: GoogleApi<WriteClient>,
     timeout: Duration,
+    endpoint: String,
 }
 
 impl std::fmt::Debug for StreamCommits {
@@ -240,18 +258,33 @@ impl StreamCommits {
                     .error(format!("cannot connect to the Storage Write API at {url}"))
                     .with_source(e)
             })?;
-        Ok(StreamCommits { api, timeout })
+        Ok(StreamCommits {
+            api,
+            timeout,
+            endpoint: url.to_string(),
+        })
     }
 
-    /// Commits `streams` of table `parent` together; see [`StreamErrors`].
-    pub async fn batch_commit(&self, parent: &str, streams: &[String]) -> Result<StreamErrors> {
+    /// The longest one call may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Commits `streams` of table `parent` together, giving up after `limit`; see
+    /// [`StreamErrors`].
+    pub async fn batch_commit(
+        &self,
+        parent: &str,
+        streams: &[String],
+        limit: Duration,
+    ) -> Result<StreamErrors> {
         let what = format!("BatchCommitWriteStreams of {parent}");
         let request = BatchCommitWriteStreamsRequest {
             parent: parent.to_string(),
             write_streams: streams.to_vec(),
         };
         let answer = self
-            .call(&what, self.api.get().batch_commit_write_streams(request))
+            .call(&what, limit, self.api.get().batch_commit_write_streams(request))
             .await?;
         Ok(answer
             .stream_errors
@@ -260,34 +293,40 @@ impl StreamCommits {
             .collect())
     }
 
-    /// Whether `stream` has been committed.
-    pub async fn is_committed(&self, stream: &str) -> Result<bool> {
+    /// Whether `stream` has been committed, giving up after `limit`.
+    pub async fn is_committed(&self, stream: &str, limit: Duration) -> Result<bool> {
         let what = format!("GetWriteStream {stream}");
         let request = GetWriteStreamRequest {
             name: stream.to_string(),
             ..Default::default()
         };
-        let answer = self.call(&what, self.api.get().get_write_stream(request)).await?;
+        let answer = self
+            .call(&what, limit, self.api.get().get_write_stream(request))
+            .await?;
         Ok(answer.commit_time.is_some())
     }
 
     async fn call<T>(
         &self,
         what: &str,
+        limit: Duration,
         call: impl std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(answer)) => Ok(answer.into_inner()),
-            Ok(Err(status)) => Err(
-                classify_status(Code::from(status.code() as i32), status.message())
-                    .error(format!("{what}: {}", status.message()))
-                    .with_source(status),
-            ),
-            Err(_) => {
-                Err(RetryClass::Transient.error(format!("{what}: no answer within {:?}", self.timeout)))
-            }
-        }
+        let endpoint = &self.endpoint;
+        let failed = match tokio::time::timeout(limit, call).await {
+            Ok(Ok(answer)) => return Ok(answer.into_inner()),
+            Ok(Err(status)) => classify_status(Code::from(status.code() as i32), status.message())
+                .error(format!("{what} at {endpoint}: {}", status.message()))
+                .with_source(status),
+            Err(_) => RetryClass::Transient.error(format!("{what}: {}", no_answer(endpoint, limit))),
+        };
+        Err(failed.with_context("endpoint", endpoint.clone()))
     }
+}
+
+/// What a call cut at `limit` says: `http://host:port did not answer within 700 ms`.
+pub fn no_answer(endpoint: &str, limit: Duration) -> String {
+    format!("{endpoint} did not answer within {} ms", limit.as_millis())
 }
 
 /// The Storage Write API as the sink's streams use it.
@@ -295,12 +334,18 @@ impl StreamCommits {
 pub struct StorageWrite {
     write: Arc<Write>,
     timeout: Duration,
+    endpoint: String,
 }
 
 impl StorageWrite {
-    /// Streams through `write`; `timeout` bounds each attempt of the default writer.
-    pub fn new(write: Arc<Write>, timeout: Duration) -> Self {
-        StorageWrite { write, timeout }
+    /// Streams through the Storage Write client of `clients`; `timeout` bounds each attempt
+    /// of the default writer.
+    pub fn new(clients: &Clients, timeout: Duration) -> Self {
+        StorageWrite {
+            write: clients.write.clone(),
+            timeout,
+            endpoint: clients.grpc_endpoint.clone(),
+        }
     }
 }
 
@@ -345,6 +390,10 @@ fn append_failure(e: AppendError) -> Failure {
 
 #[async_trait]
 impl WriteApi for StorageWrite {
+    fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
     async fn open(
         &self,
         kind: StreamKind,

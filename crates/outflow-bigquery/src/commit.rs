@@ -60,7 +60,9 @@ impl BigQueryCommitter {
         let what = format!("committing {} streams of {table}", streams.len());
         let refused = self
             .retry
-            .retry(&what, |_| self.commits.batch_commit(parent, streams))
+            .retry_within(&what, self.commits.timeout(), |limit| {
+                self.commits.batch_commit(parent, streams, limit)
+            })
             .await?;
         if refused.is_empty() {
             tracing::info!(table, streams = streams.len(), "committed the writers' streams");
@@ -72,9 +74,11 @@ impl BigQueryCommitter {
         for (stream, why) in &refused {
             let committed = self
                 .retry
-                .retry(&format!("reading stream {stream}"), |_| {
-                    self.commits.is_committed(stream)
-                })
+                .retry_within(
+                    &format!("reading stream {stream}"),
+                    self.commits.timeout(),
+                    |limit| self.commits.is_committed(stream, limit),
+                )
                 .await?;
             if !committed {
                 uncommitted.push(format!("{stream}: {why}"));

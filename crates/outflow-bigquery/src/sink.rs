@@ -256,8 +256,7 @@ impl BigQuerySink {
         let o = &options;
         let connection = ResolvedConnection::resolve(&o.connection, process_env)?;
         let clients = Clients::connect(&connection).await?;
-        let write_api: Arc<dyn WriteApi> =
-            Arc::new(StorageWrite::new(clients.write.clone(), o.request_timeout));
+        let write_api: Arc<dyn WriteApi> = Arc::new(StorageWrite::new(&clients, o.request_timeout));
         let shared = Arc::new(Shared {
             admin: Admin::new(clients, o.retry.clone(), o.request_timeout),
             evolution: o.schema_evolution.clone(),

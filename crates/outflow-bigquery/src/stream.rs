@@ -23,7 +23,7 @@ use bytes::Bytes;
 use google_cloud_gax::error::rpc::Code;
 use outflow_core::{Error, ErrorKind, Result, RetryClass, RetryPolicy};
 
-use crate::client::classify_status;
+use crate::client::{classify_status, no_answer};
 
 /// The kind of stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +72,9 @@ impl std::fmt::Display for Failure {
 /// Opens connections to write streams.
 #[async_trait]
 pub trait WriteApi: Send + Sync {
+    /// Where the connections go, as errors name it.
+    fn endpoint(&self) -> &str;
+
     /// Connects to `stream` of `table_path`, or to a new stream of `kind` when `stream` is
     /// `None` (the default stream needs no name), with `schema` (an IPC schema message) as
     /// the writer schema. Returns the connection and the stream's name.
@@ -269,7 +272,12 @@ impl StreamWriter {
         self.schema_changed = true;
     }
 
-    async fn connection(&mut self, schema: &Bytes) -> std::result::Result<&dyn Connection, Failure> {
+    /// The live connection for `schema`, opened within `limit` when there is none.
+    async fn connection(
+        &mut self,
+        schema: &Bytes,
+        limit: Duration,
+    ) -> std::result::Result<&dyn Connection, Failure> {
         if self.live.as_ref().is_some_and(|l| l.schema != *schema) {
             self.live = None;
         }
@@ -278,14 +286,15 @@ impl StreamWriter {
                 StreamKind::Default => None,
                 _ => self.stream.as_deref(),
             };
-            let opened = tokio::time::timeout(
-                self.timeout,
-                self.api.open(self.kind, &self.table_path, stream, schema),
-            )
-            .await
-            .map_err(|_| {
-                Failure::Broken(format!("opening the stream took longer than {:?}", self.timeout))
-            })?;
+            let opened =
+                tokio::time::timeout(limit, self.api.open(self.kind, &self.table_path, stream, schema))
+                    .await
+                    .map_err(|_| {
+                        Failure::Broken(format!(
+                            "opening the stream: {}",
+                            no_answer(self.api.endpoint(), limit)
+                        ))
+                    })?;
             let (connection, name) = opened?;
             if self.kind != StreamKind::Default && self.stream.is_none() {
                 tracing::debug!(table = %self.table_path, stream = %name, "created write stream");
@@ -301,24 +310,34 @@ impl StreamWriter {
         Ok(self.live.as_ref().expect("just opened").connection.as_ref())
     }
 
-    async fn try_append(&mut self, schema: &Bytes, rows: &Bytes) -> std::result::Result<(), Failure> {
-        let timeout = self.timeout;
+    /// One attempt of an append, opening the connection if needed, all within `limit`.
+    async fn try_append(
+        &mut self,
+        schema: &Bytes,
+        rows: &Bytes,
+        limit: Duration,
+    ) -> std::result::Result<(), Failure> {
         let offset = (self.kind != StreamKind::Default).then_some(self.next_offset);
-        let connection = self.connection(schema).await?;
-        match tokio::time::timeout(timeout, connection.append(rows.clone(), offset)).await {
+        let api = self.api.clone();
+        let attempt = async {
+            let connection = self.connection(schema, limit).await?;
+            connection.append(rows.clone(), offset).await
+        };
+        match tokio::time::timeout(limit, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(Failure::Broken(format!("no answer within {timeout:?}"))),
+            Err(_) => Err(Failure::Broken(no_answer(api.endpoint(), limit))),
         }
     }
 
     /// Appends one request of `row_count` rows (IPC record batch `rows` in writer schema
     /// `schema`), retrying as the rules above say.
     pub async fn append(&mut self, schema: &Bytes, rows: &Bytes, row_count: usize) -> Result<Appended> {
-        let what = format!("AppendRows to {}", self.table_path);
+        let what = format!("AppendRows to {} at {}", self.table_path, self.api.endpoint());
         let policy = self.policy.clone();
         let mut retrying = policy.start(what.clone());
         loop {
-            let failure = match self.try_append(schema, rows).await {
+            let limit = retrying.attempt_limit(self.timeout);
+            let failure = match self.try_append(schema, rows, limit).await {
                 Ok(()) => {
                     self.advance(row_count);
                     return Ok(Appended::Written { replayed: false });
@@ -337,6 +356,7 @@ impl StreamWriter {
                     self.live = None;
                     return Err(Error::new(kind, format!("{what}: {message}"))
                         .with_context("table", self.table_path.clone())
+                        .with_context("endpoint", self.api.endpoint().to_string())
                         .with_retryable(false));
                 }
                 Action::Retry(class) => {
@@ -349,11 +369,12 @@ impl StreamWriter {
         }
     }
 
-    /// A failure as Outflow's error, naming the table.
+    /// A failure as Outflow's error, naming the table and the endpoint.
     fn failed(&self, class: RetryClass, failure: &Failure) -> Error {
         class
             .error(failure.to_string())
             .with_context("table", self.table_path.clone())
+            .with_context("endpoint", self.api.endpoint().to_string())
     }
 
     fn advance(&mut self, row_count: usize) {
@@ -399,22 +420,28 @@ impl StreamWriter {
 
     /// Finalizes or commits the stream, retrying transient failures under the policy.
     async fn stream_call(&mut self, schema: &Bytes, call: StreamCall) -> Result<()> {
-        let what = format!("{} stream of {}", call.doing(), self.table_path);
+        let what = format!(
+            "{} stream of {} at {}",
+            call.doing(),
+            self.table_path,
+            self.api.endpoint()
+        );
         let policy = self.policy.clone();
         let mut retrying = policy.start(what.clone());
-        let timeout = self.timeout;
+        let api = self.api.clone();
         loop {
+            let limit = retrying.attempt_limit(self.timeout);
             let step = async {
-                let connection = self.connection(schema).await?;
+                let connection = self.connection(schema, limit).await?;
                 match call {
                     StreamCall::Finalize => connection.finalize().await,
                     StreamCall::Commit => connection.commit().await,
                 }
             };
-            let failure = match tokio::time::timeout(timeout, step).await {
+            let failure = match tokio::time::timeout(limit, step).await {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(f)) => f,
-                Err(_) => Failure::Broken(format!("no answer within {timeout:?}")),
+                Err(_) => Failure::Broken(no_answer(api.endpoint(), limit)),
             };
             // A call retried after its answer was lost finds it done.
             if retrying.attempt() > 1 && call.done_already(&failure) {
@@ -449,7 +476,7 @@ impl StreamWriter {
         {
             let timeout = self.timeout;
             let result = async {
-                let connection = self.connection(&schema).await?;
+                let connection = self.connection(&schema, timeout).await?;
                 match tokio::time::timeout(timeout, connection.finalize()).await {
                     Ok(r) => r,
                     Err(_) => Err(Failure::Broken("finalize timed out".into())),
@@ -515,6 +542,10 @@ pub(crate) mod fake {
 
     #[async_trait]
     impl WriteApi for FakeApi {
+        fn endpoint(&self) -> &str {
+            "fake://storage-write"
+        }
+
         async fn open(
             &self,
             _kind: StreamKind,

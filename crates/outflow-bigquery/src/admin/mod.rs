@@ -27,7 +27,7 @@ use outflow_core::evolution::{EvolutionPlan, EvolutionPlanner, SchemaEvolutionCo
 use outflow_core::schema::{InputSchema, Schema};
 use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
 
-use crate::client::{Clients, is_not_found, service_error};
+use crate::client::{Clients, is_not_found, no_answer, service_error};
 use crate::options::TimePartitioning;
 use crate::schema::TableSchema;
 use crate::schema::types::{evolve_api_fields, planning_input, to_core, unapplied_changes};
@@ -135,19 +135,29 @@ impl Admin {
         }
     }
 
+    /// Runs `op` under the retry policy, each attempt cut at the request timeout or at the
+    /// policy's deadline, whichever comes first; failures name the REST endpoint.
     async fn call<T, F, Fut>(&self, what: &str, op: F) -> Result<T>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = std::result::Result<T, google_cloud_gax::error::Error>>,
     {
+        let endpoint = &self.clients.rest_endpoint;
+        let doing = format!("{what} at {endpoint}");
         self.policy
-            .retry(what, |_| async {
-                match tokio::time::timeout(self.timeout, op()).await {
-                    Ok(result) => result.map_err(|e| service_error(what, e)),
-                    Err(_) => Err(Error::new(
-                        ErrorKind::Transient,
-                        format!("{what}: no answer within {:?}", self.timeout),
-                    )),
+            .retry_within(what, self.timeout, |limit| {
+                let doing = &doing;
+                let op = &op;
+                async move {
+                    let failed = match tokio::time::timeout(limit, op()).await {
+                        Ok(Ok(value)) => return Ok(value),
+                        Ok(Err(e)) => service_error(doing, e),
+                        Err(_) => Error::new(
+                            ErrorKind::Transient,
+                            format!("{what}: {}", no_answer(endpoint, limit)),
+                        ),
+                    };
+                    Err(failed.with_context("endpoint", endpoint.clone()))
                 }
             })
             .await

@@ -8,6 +8,7 @@
 
 mod common;
 mod create;
+mod deadlines;
 mod dispositions;
 mod evolution;
 mod failed_rows;
