@@ -466,6 +466,25 @@ impl IcebergCatalog {
         }
     }
 
+    /// Runs one attempt of a retried operation on the catalog (a commit loop's reload,
+    /// build and commit). On a REST catalog it is cut at `limit`, a transient failure naming
+    /// the endpoint; a commit it cut may have been applied, which the loop's commit id
+    /// check settles. On SQL catalogs the attempt runs to its end (SQLite's busy timeout
+    /// bounds it), so no metadata file is left half-committed.
+    pub async fn attempt_within<T>(
+        &self,
+        what: &str,
+        limit: Duration,
+        attempt: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let Some(rest) = &self.rest else {
+            return attempt.await;
+        };
+        tokio::time::timeout(limit, attempt)
+            .await
+            .unwrap_or_else(|_| Err(rest.no_answer(what, limit)))
+    }
+
     /// The catalog's name.
     pub fn name(&self) -> &str {
         &self.name

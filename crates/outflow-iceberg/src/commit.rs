@@ -141,14 +141,21 @@ pub async fn commit_data(
     retry: &RetryPolicy,
 ) -> Result<CommitOutcome> {
     let name = &table_name(ident);
+    let what = &format!("commit to {name}");
+    let mut attempts = 0;
+    // Each attempt ends by the deadline, so the whole commit does.
     retry
-        .retry(&format!("commit to {name}"), |attempt| async move {
-            let table = catalog.require_table(ident).await?;
-            if let Some(snapshot_id) = find_commit(&table, &commit.commit_id) {
-                tracing::info!(table = %name, commit_id = %commit.commit_id, snapshot_id, "already committed");
-                return Ok(CommitOutcome::AlreadyCommitted { snapshot_id });
-            }
-            commit_attempt(catalog, &table, commit, attempt).await
+        .retry_within(what, retry.deadline(), |limit| {
+            attempts += 1;
+            let attempt = attempts;
+            catalog.attempt_within(what, limit, async move {
+                let table = catalog.require_table(ident).await?;
+                if let Some(snapshot_id) = find_commit(&table, &commit.commit_id) {
+                    tracing::info!(table = %name, commit_id = %commit.commit_id, snapshot_id, "already committed");
+                    return Ok(CommitOutcome::AlreadyCommitted { snapshot_id });
+                }
+                commit_attempt(catalog, &table, commit, attempt).await
+            })
         })
         .await
 }

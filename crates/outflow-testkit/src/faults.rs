@@ -7,6 +7,8 @@
 //!   replies;
 //! - [`FaultyEndpoint::reset_mid_response`] stands in front of a real server, lets the first
 //!   bytes of its reply through, then resets the connection;
+//! - [`FaultyEndpoint::silent_on`] stands in front of a real server and passes everything
+//!   but the requests it is told to swallow, which it never answers;
 //! - [`FaultyEndpoint::http_status`] answers every HTTP request with one status.
 //!
 //! Each listens on an ephemeral 127.0.0.1 port and stops, closing every connection it
@@ -28,6 +30,7 @@ enum Fault {
     Silent,
     Slow { upstream: String, delay: Duration },
     ResetMidResponse { upstream: String, after: usize },
+    SilentOn { upstream: String, needle: Vec<u8> },
     HttpStatus(u16),
 }
 
@@ -60,6 +63,17 @@ impl FaultyEndpoint {
         FaultyEndpoint::start(Fault::ResetMidResponse {
             upstream: upstream.to_string(),
             after,
+        })
+        .await
+    }
+
+    /// Forwards to `upstream` (`host:port`) until the client sends bytes containing
+    /// `needle` (a request line, say `POST /v1/namespaces/ns/tables/t`): those are not
+    /// passed on, and the connection is silent from then on. Other connections go on.
+    pub async fn silent_on(upstream: &str, needle: &[u8]) -> FaultyEndpoint {
+        FaultyEndpoint::start(Fault::SilentOn {
+            upstream: upstream.to_string(),
+            needle: needle.to_vec(),
         })
         .await
     }
@@ -116,23 +130,51 @@ impl Drop for FaultyEndpoint {
 
 async fn serve(mut client: TcpStream, fault: Fault) {
     let _ = client.set_nodelay(true);
-    match fault {
-        Fault::Silent => {
-            let mut buf = vec![0u8; 16 * 1024];
-            while matches!(client.read(&mut buf).await, Ok(n) if n > 0) {}
-        }
-        Fault::HttpStatus(status) => answer_status(client, status).await,
-        Fault::Slow { upstream, delay } => {
-            if let Ok(server) = TcpStream::connect(&upstream).await {
-                forward(client, server, Some(delay), None).await;
-            }
-        }
-        Fault::ResetMidResponse { upstream, after } => {
-            if let Ok(server) = TcpStream::connect(&upstream).await {
-                forward(client, server, None, Some(after)).await;
-            }
-        }
+    let (upstream, faults) = match fault {
+        Fault::Silent => return drain(&mut client).await,
+        Fault::HttpStatus(status) => return answer_status(client, status).await,
+        Fault::Slow { upstream, delay } => (
+            upstream,
+            Faults {
+                delay: Some(delay),
+                ..Faults::default()
+            },
+        ),
+        Fault::ResetMidResponse { upstream, after } => (
+            upstream,
+            Faults {
+                cut_after: Some(after),
+                ..Faults::default()
+            },
+        ),
+        Fault::SilentOn { upstream, needle } => (
+            upstream,
+            Faults {
+                stall_on: Some(needle),
+                ..Faults::default()
+            },
+        ),
+    };
+    if let Ok(server) = TcpStream::connect(&upstream).await {
+        forward(client, server, faults).await;
     }
+}
+
+/// Reads and discards until the client closes.
+async fn drain(client: &mut (impl AsyncReadExt + Unpin)) {
+    let mut buf = vec![0u8; 16 * 1024];
+    while matches!(client.read(&mut buf).await, Ok(n) if n > 0) {}
+}
+
+/// What [`forward`] does to the bytes it carries.
+#[derive(Default)]
+struct Faults {
+    /// Holds back each reply by this long.
+    delay: Option<Duration>,
+    /// Resets the connection once this many reply bytes went through.
+    cut_after: Option<usize>,
+    /// Goes silent once the client sends these bytes.
+    stall_on: Option<Vec<u8>>,
 }
 
 async fn answer_status(mut client: TcpStream, status: u16) {
@@ -155,9 +197,13 @@ async fn answer_status(mut client: TcpStream, status: u16) {
     let _ = client.shutdown().await;
 }
 
-/// Copies bytes both ways; `delay` holds back each reply, `cut_after` resets the connection
-/// once that many reply bytes went through.
-async fn forward(client: TcpStream, server: TcpStream, delay: Option<Duration>, cut_after: Option<usize>) {
+/// Copies bytes both ways, with `faults`.
+async fn forward(client: TcpStream, server: TcpStream, faults: Faults) {
+    let Faults {
+        delay,
+        cut_after,
+        stall_on,
+    } = faults;
     let _ = server.set_nodelay(true);
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
@@ -167,7 +213,12 @@ async fn forward(client: TcpStream, server: TcpStream, delay: Option<Duration>, 
         loop {
             let n = client_read.read(&mut buf).await?;
             if n == 0 {
-                return Ok::<_, std::io::Error>(());
+                return Ok::<_, std::io::Error>(false);
+            }
+            if let Some(needle) = &stall_on
+                && buf[..n].windows(needle.len()).any(|w| w == needle.as_slice())
+            {
+                return Ok(true);
             }
             asked.store(true, Ordering::SeqCst);
             server_write.write_all(&buf[..n]).await?;
@@ -197,9 +248,13 @@ async fn forward(client: TcpStream, server: TcpStream, delay: Option<Duration>, 
             }
         }
     };
-    tokio::select! {
-        _ = upstream => {}
-        _ = downstream => {}
+    let stalled = tokio::select! {
+        sent = upstream => sent.unwrap_or(false),
+        _ = downstream => false,
+    };
+    if stalled {
+        drop((server_read, server_write));
+        return drain(&mut client_read).await;
     }
     if cut_after.is_some()
         && let (Ok(client), Ok(server)) = (

@@ -1,12 +1,17 @@
 //! Deadlines of the REST catalog against loopback endpoints that misbehave: one that never
-//! answers, one in front of Apache Iceberg's REST fixture that answers slowly or resets each
-//! connection mid-response, one that answers every request with an HTTP status. Each
+//! answers, one in front of Apache Iceberg's REST fixture that answers slowly, resets each
+//! connection mid-response or never answers a commit, one that answers every request with
+//! an HTTP status. Each
 //! failure must arrive by the retry deadline (+10%), name the endpoint, and say the service
 //! was unavailable (transient), not that Outflow or the job is at fault.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outflow_core::{Error, ErrorKind, RetryPolicy};
+use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+
+use outflow_core::{Error, ErrorKind, RetryPolicy, Sink};
 use outflow_iceberg::schema::parse_table_ident;
 use outflow_iceberg::{CatalogConfig, IcebergCatalog, IcebergSink, IcebergSinkOptions};
 use outflow_testkit::faults::FaultyEndpoint;
@@ -158,4 +163,64 @@ fn bad_timeouts_are_refused_naming_the_property() {
         Some("catalog.properties.request-timeout"),
         "{err:?}"
     );
+}
+
+fn ids(range: std::ops::Range<i64>) -> RecordBatch {
+    RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)])),
+        vec![Arc::new(Int64Array::from_iter_values(range)) as ArrayRef],
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_commit_never_answered_fails_by_the_deadline_and_commits_nothing() {
+    let namespace = unique_name("stall");
+    let table = format!("{namespace}.t");
+    let options = |catalog: CatalogConfig| {
+        IcebergSinkOptions::builder()
+            .catalog(catalog)
+            .table(&table)
+            .retry(policy())
+            .build()
+            .unwrap()
+    };
+    // The table, its name mapping and a first snapshot, straight to the fixture.
+    let direct = rest_config(&require_env("OUTFLOW_ICEBERG_REST_URI"));
+    let mut first = IcebergSink::connect(options(direct.clone())).await.unwrap();
+    first.write(ids(0..3)).await.unwrap();
+    first.close().await.unwrap();
+
+    // Through an endpoint that passes everything but the table's commits (reads and the
+    // reload before each attempt go through), which it never answers.
+    let needle = format!("POST /v1/namespaces/{namespace}/tables/t HTTP");
+    let stalling = FaultyEndpoint::silent_on(&fixture_host(), needle.as_bytes()).await;
+    let mut sink = IcebergSink::connect(options(rest_config(&stalling.url())))
+        .await
+        .unwrap();
+    sink.write(ids(3..6)).await.unwrap();
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(DEADLINE * 3, sink.flush())
+        .await
+        .expect("the flush did not end within three times the deadline");
+    let elapsed = started.elapsed();
+    let err = outcome.expect_err("the commit went through");
+    eprintln!("commit: failed after {elapsed:?} (deadline {DEADLINE:?}): {err}");
+    assert!(
+        elapsed <= DEADLINE.mul_f64(1.1),
+        "failed after {elapsed:?}, deadline {DEADLINE:?}: {err}"
+    );
+    assert_unavailable(&err, &stalling.url());
+    assert!(
+        stalling.connections() >= 2,
+        "{} connections",
+        stalling.connections()
+    );
+
+    let catalog = IcebergCatalog::connect(&direct).await.unwrap();
+    let loaded = catalog
+        .require_table(&parse_table_ident(&table).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(loaded.metadata().snapshots().count(), 1, "nothing was committed");
 }
