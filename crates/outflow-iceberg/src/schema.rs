@@ -37,11 +37,44 @@ pub fn to_iceberg_schema(schema: &Schema, schema_id: i32) -> Result<IcebergSchem
         .iter()
         .map(to_iceberg_field)
         .collect::<Result<Vec<_>>>()?;
-    IcebergSchema::builder()
+    let built = IcebergSchema::builder()
         .with_schema_id(schema_id)
         .with_fields(fields)
         .build()
-        .map_err(|e| Error::internal(format!("building the Iceberg schema: {}", e.message())).with_source(e))
+        .map_err(|e| {
+            Error::internal(format!("building the Iceberg schema: {}", e.message())).with_source(e)
+        })?;
+    readable_when_stored(schema, &built)?;
+    Ok(built)
+}
+
+/// Refuses a schema whose table metadata could not be read back. Readers parse the
+/// metadata JSON with a nesting limit (iceberg-rust: serde_json's 128 levels, each
+/// struct level taking three), so a table created or evolved with a deeper schema could
+/// never be loaded again, by Outflow or by the next run. The check parses the schema at
+/// the deepest place it travels: a REST catalog's load-table answer
+/// (`{"metadata": {"schemas": [...]}}`), one level below the metadata file itself and as
+/// deep as a commit request's `add-schema` update.
+fn readable_when_stored(schema: &Schema, built: &IcebergSchema) -> Result<()> {
+    let json = serde_json::to_string(built)
+        .map_err(|e| Error::internal(format!("serializing the Iceberg schema: {e}")))?;
+    let stored = format!("{{\"metadata\":{{\"schemas\":[{json}]}}}}");
+    if serde_json::from_str::<serde_json::Value>(&stored).is_ok() {
+        return Ok(());
+    }
+    let mut deepest = (0, String::new());
+    schema.visit(|path, _, _| {
+        let depth = outflow_core::schema::split_path(path).map_or(0, |names| names.len());
+        if depth > deepest.0 {
+            deepest = (depth, path.to_string());
+        }
+    });
+    let (depth, path) = deepest;
+    Err(Error::invalid_input(format!(
+        "column {path} is nested {depth} levels deep, deeper than Iceberg table metadata can be \
+         read back with (about 40 levels of structs); flatten the input or select fewer levels"
+    ))
+    .with_context("column", path))
 }
 
 fn to_iceberg_field(field: &Field) -> Result<NestedFieldRef> {
@@ -174,6 +207,38 @@ fn from_iceberg_primitive(p: &IcebergPrimitive) -> PrimitiveType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A column of structs nested `depth` levels (the leaf included), with ids.
+    fn nested(depth: usize) -> Schema {
+        let mut field = Field::optional("leaf", PrimitiveType::Long);
+        for level in (1..depth).rev() {
+            field = Field::optional(format!("s{level}"), DataType::structure(vec![field]));
+        }
+        let mut schema = Schema::new(vec![Field::required("id", PrimitiveType::Long), field]);
+        schema.assign_missing_ids(0);
+        schema
+    }
+
+    #[test]
+    fn a_schema_too_deep_to_read_back_is_refused_naming_the_column() {
+        assert!(to_iceberg_schema(&nested(30), 0).is_ok());
+        let err = to_iceberg_schema(&nested(60), 0).unwrap_err();
+        assert_eq!(err.kind(), outflow_core::ErrorKind::InvalidInput);
+        let column = err.context_value("column").unwrap().to_string();
+        assert!(
+            column.starts_with("s1.s2.") && column.ends_with(".leaf"),
+            "{column}"
+        );
+        assert!(err.to_string().contains("nested 60 levels deep"), "{err}");
+        // The deepest schema accepted is one iceberg-rust loads back as table metadata.
+        let deepest_ok = (30..60)
+            .take_while(|&d| to_iceberg_schema(&nested(d), 0).is_ok())
+            .last()
+            .unwrap();
+        let json = serde_json::to_string(&to_iceberg_schema(&nested(deepest_ok), 0).unwrap()).unwrap();
+        let back: IcebergSchema = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.highest_field_id() as usize, deepest_ok + 1);
+    }
 
     #[test]
     fn table_names_parse_and_print() {

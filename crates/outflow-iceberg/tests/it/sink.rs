@@ -615,3 +615,59 @@ async fn parallel_writers_spread_batches_over_files() {
     ids.sort();
     assert_eq!(ids, (0..600).collect::<Vec<_>>());
 }
+
+/// One row: `id` and a column of structs nested `depth` levels (`s1.s2...leaf`).
+fn nested_batch(depth: usize) -> RecordBatch {
+    use arrow_array::Array;
+    let mut field = Field::new("leaf", DataType::Int64, true);
+    let mut array: ArrayRef = Arc::new(Int64Array::from(vec![7]));
+    for level in (1..depth).rev() {
+        let child = arrow_array::StructArray::new(vec![field].into(), vec![array], None);
+        field = Field::new(format!("s{level}"), child.data_type().clone(), true);
+        array = Arc::new(child);
+    }
+    batch(vec![
+        (Field::new("id", DataType::Int64, false), ids(1)),
+        (field, array),
+    ])
+}
+
+#[tokio::test]
+async fn a_schema_too_deep_for_table_metadata_creates_and_evolves_nothing() {
+    let fixture = sql_catalog();
+    let table = "deep.t";
+    let err = write_all(
+        options(&fixture.config, table).build().unwrap(),
+        vec![nested_batch(60)],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("nested 60 levels deep"), "{err}");
+    assert!(
+        err.context_value("column").unwrap().starts_with("s1.s2.s3"),
+        "{err}"
+    );
+    let catalog = IcebergCatalog::connect(&fixture.config).await.unwrap();
+    let ident = parse_table_ident(table).unwrap();
+    assert!(
+        catalog.require_table(&ident).await.is_err(),
+        "no table was created"
+    );
+
+    // The same name then takes a shallow table, and evolving it to a depth its metadata
+    // could not hold is refused while the table stays readable by every reader.
+    let evolving = || {
+        options(&fixture.config, table)
+            .schema_evolution(all_options())
+            .build()
+            .unwrap()
+    };
+    write_all(evolving(), vec![nested_batch(10)]).await.unwrap();
+    let err = write_all(evolving(), vec![nested_batch(60)]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    write_all(evolving(), vec![nested_batch(10)]).await.unwrap();
+    let read = fixture.readers.read_both(table);
+    assert_eq!(read["row_count"], 2);
+    assert_eq!(snapshot_count(&read), 2);
+}
