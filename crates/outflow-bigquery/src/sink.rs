@@ -380,7 +380,13 @@ impl Sink for BigQuerySink {
         // cannot be written (missing under create_never, not empty under empty) fails the
         // batch with nothing of it written.
         let mut work = Vec::new();
-        for routed in self.shared.options.table.route_rows(&rows.batch)? {
+        let routing = self.shared.options.table.route_rows(&rows.batch)?;
+        for unrouted in &routing.unrouted {
+            let index = rows.indices[unrouted.row as usize];
+            let failed = unrouted.failed_record(&self.shared.options.table, &rows.batch, index);
+            self.result.failed.push(failed);
+        }
+        for routed in routing.parts {
             let part = Rows {
                 indices: routed.rows.iter().map(|&r| rows.indices[r as usize]).collect(),
                 batch: routed.batch,

@@ -273,12 +273,21 @@ impl Shared {
         let base = state.next_index;
         state.next_index += rows as u64;
         let now_micros = write_time_micros();
-        let routed = route(&self.settings.destination, &batch)?;
+        let destination = &self.settings.destination;
+        let routed = destination.assign(&batch)?;
+        for unrouted in &routed.unrouted {
+            let index = base + unrouted.row as u64;
+            state
+                .result
+                .failed
+                .push(unrouted.failed_record(destination, &batch, index));
+        }
         // Every destination is prepared and every schema checked before any row is sent,
         // so that a bad table or mapping fails the batch with nothing written.
         let schema = batch.schema();
-        let mut plans = Vec::with_capacity(routed.len());
-        for (table, rows) in routed {
+        let mut plans = Vec::with_capacity(routed.tables.len());
+        for (table, rows) in routed.tables {
+            let rows: Vec<usize> = rows.into_iter().map(|row| row as usize).collect();
             let (_, prepared) = self.prepare_once(&table).await?;
             let encoder = prepared.encoder(&schema, &self.settings.mapping, &table)?;
             plans.push((table, rows, encoder));
@@ -394,29 +403,6 @@ fn absorb(
     );
     result.failed.extend(report.failed);
     Ok(())
-}
-
-/// The rows of `batch` per destination table, tables in order of first appearance.
-fn route(destination: &Destination, batch: &RecordBatch) -> Result<Vec<(String, Vec<usize>)>> {
-    let names: Vec<String> = match destination {
-        Destination::Table(table) => return Ok(vec![(table.clone(), (0..batch.num_rows()).collect())]),
-        Destination::Template(template) => template.render_rows(batch)?,
-        Destination::Function(f) => (0..batch.num_rows())
-            .map(|row| f(batch, row))
-            .collect::<Result<_>>()?,
-    };
-    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-    let mut positions: HashMap<String, usize> = HashMap::new();
-    for (row, name) in names.into_iter().enumerate() {
-        match positions.get(&name) {
-            Some(&i) => groups[i].1.push(row),
-            None => {
-                positions.insert(name.clone(), groups.len());
-                groups.push((name, vec![row]));
-            }
-        }
-    }
-    Ok(groups)
 }
 
 /// Now, in microseconds floored to milliseconds (Bigtable's default granularity).
@@ -652,7 +638,6 @@ mod tests {
     use arrow_array::{Int64Array, StringArray};
     use arrow_schema::{DataType, Field, Schema};
     use gcloud_sdk::tonic::Status;
-    use outflow_core::TableTemplate;
 
     use super::*;
     use crate::options::ValueType;
@@ -896,28 +881,6 @@ mod tests {
         let (again, kept) = reencode(metas).unwrap();
         assert_eq!(again, expected);
         assert_eq!(kept.len(), 2);
-    }
-
-    #[test]
-    fn rows_are_routed_by_template_keeping_their_positions() {
-        let batch = RecordBatch::try_new(
-            Arc::new(Schema::new(vec![Field::new("region", DataType::Utf8, false)])),
-            vec![Arc::new(StringArray::from(vec!["eu", "us", "eu", "ap"]))],
-        )
-        .unwrap();
-        let template = Destination::Template(TableTemplate::parse("events_{region}").unwrap());
-        assert_eq!(
-            route(&template, &batch).unwrap(),
-            vec![
-                ("events_eu".to_string(), vec![0, 2]),
-                ("events_us".to_string(), vec![1]),
-                ("events_ap".to_string(), vec![3]),
-            ]
-        );
-        assert_eq!(
-            route(&Destination::Table("t".into()), &batch).unwrap(),
-            vec![("t".to_string(), vec![0, 1, 2, 3])]
-        );
     }
 
     #[test]

@@ -317,19 +317,14 @@ async fn prepare(
     Ok(plan)
 }
 
-/// The distinct destinations of `batch`'s rows, in order of first appearance.
+/// The distinct destinations of `batch`'s rows, in order of first appearance. Rows that
+/// name no table are left out: the sink reports them as failed records.
 fn destination_names(destination: &Destination, batch: &RecordBatch) -> Result<Vec<String>> {
-    let per_row = match destination {
-        Destination::Table(table) => return Ok(vec![table.clone()]),
-        Destination::Template(template) => template.render_rows(batch)?,
-        Destination::Function(f) => (0..batch.num_rows())
-            .map(|row| f(batch, row))
-            .collect::<Result<Vec<_>>>()?,
-    };
-    let mut seen = HashSet::new();
-    Ok(per_row
+    Ok(destination
+        .assign(batch)?
+        .tables
         .into_iter()
-        .filter(|name| seen.insert(name.clone()))
+        .map(|(name, _)| name)
         .collect())
 }
 

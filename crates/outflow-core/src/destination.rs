@@ -1,9 +1,13 @@
 //! Dynamic destinations: the table each row goes to.
 //!
 //! A [`Destination`] is one fixed table, a [`TableTemplate`] filled from each row's fields
-//! (`db.events_{region}`), or a function of the row. [`Destination::route`] splits a batch
-//! into one batch per destination, keeping the rows' order within each.
+//! (`db.events_{region}`), or a function of the row. [`Destination::assign`] says which
+//! rows go to which table, and [`Destination::route_rows`] splits a batch into one batch per
+//! destination, keeping the rows' order within each. A row no table can be named for (a
+//! null or unsafe template value, a function's error) is an [`UnroutedRow`]: the sinks make
+//! it a failed record and write the rest.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -12,6 +16,7 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::{DataType, Schema};
 use serde::{Deserialize, Serialize};
 
+use crate::sink::{FailedRecord, row_to_json};
 use crate::{Error, Result};
 
 /// A function choosing a row's destination: given the batch and the row index.
@@ -61,31 +66,97 @@ impl Destination {
         }
     }
 
-    /// Splits `batch` by destination, in order of first appearance; rows keep their order.
-    pub fn route(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>> {
-        Ok(self
-            .route_rows(batch)?
-            .into_iter()
-            .map(|r| (r.destination, r.batch))
-            .collect())
-    }
-
-    /// Like [`Destination::route`], also giving each part's row positions in `batch`.
-    pub fn route_rows(&self, batch: &RecordBatch) -> Result<Vec<RoutedRows>> {
-        let names = match self {
+    /// Which rows of `batch` go to which table, tables in order of first appearance and
+    /// rows in their order, and the rows no table could be named for. Errors only for the
+    /// whole batch (a template field the rows do not have).
+    pub fn assign(&self, batch: &RecordBatch) -> Result<Assignment> {
+        let names: Vec<Result<String>> = match self {
             Destination::Table(t) => {
-                return Ok(vec![RoutedRows {
-                    destination: t.clone(),
-                    batch: batch.clone(),
-                    rows: (0..batch.num_rows() as u32).collect(),
-                }]);
+                return Ok(Assignment {
+                    tables: vec![(t.clone(), (0..batch.num_rows() as u32).collect())],
+                    unrouted: Vec::new(),
+                });
             }
             Destination::Template(t) => t.render_rows(batch)?,
-            Destination::Function(f) => (0..batch.num_rows())
-                .map(|row| f(batch, row))
-                .collect::<Result<Vec<_>>>()?,
+            Destination::Function(f) => (0..batch.num_rows()).map(|row| f(batch, row)).collect(),
         };
-        group_rows(batch, names)
+        let mut assignment = Assignment::default();
+        let mut positions: HashMap<String, usize> = HashMap::new();
+        for (row, name) in names.into_iter().enumerate() {
+            let row = row as u32;
+            match name {
+                Ok(name) => match positions.get(&name) {
+                    Some(&i) => assignment.tables[i].1.push(row),
+                    None => {
+                        positions.insert(name.clone(), assignment.tables.len());
+                        assignment.tables.push((name, vec![row]));
+                    }
+                },
+                Err(error) => assignment.unrouted.push(UnroutedRow { row, error }),
+            }
+        }
+        Ok(assignment)
+    }
+
+    /// Like [`Destination::assign`], with each table's rows taken out as a batch.
+    pub fn route_rows(&self, batch: &RecordBatch) -> Result<Routing> {
+        let Assignment { tables, unrouted } = self.assign(batch)?;
+        let parts = tables
+            .into_iter()
+            .map(|(destination, rows)| {
+                let part = if rows.len() == batch.num_rows() {
+                    batch.clone()
+                } else {
+                    arrow_select::take::take_record_batch(batch, &UInt32Array::from(rows.clone()))?
+                };
+                Ok(RoutedRows {
+                    destination,
+                    batch: part,
+                    rows,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Routing { parts, unrouted })
+    }
+}
+
+/// Which rows of a batch go to which table.
+#[derive(Debug, Default)]
+pub struct Assignment {
+    /// Each table and the positions of its rows, tables in order of first appearance.
+    pub tables: Vec<(String, Vec<u32>)>,
+    /// The rows no table could be named for.
+    pub unrouted: Vec<UnroutedRow>,
+}
+
+/// A batch split by destination.
+#[derive(Debug)]
+pub struct Routing {
+    /// One part per table, in order of first appearance.
+    pub parts: Vec<RoutedRows>,
+    /// The rows no table could be named for.
+    pub unrouted: Vec<UnroutedRow>,
+}
+
+/// A row no table could be named for, and why (naming the row and the field).
+#[derive(Debug)]
+pub struct UnroutedRow {
+    /// Its position in the batch.
+    pub row: u32,
+    /// Why, with the row and the field in its context.
+    pub error: Error,
+}
+
+impl UnroutedRow {
+    /// The failed record a sink reports for this row of `batch`, `index` being its position
+    /// among all rows given to the sink (the reason names that row).
+    pub fn failed_record(&self, destination: &Destination, batch: &RecordBatch, index: u64) -> FailedRecord {
+        FailedRecord {
+            destination: destination.to_string(),
+            index: Some(index),
+            record: row_to_json(batch, self.row as usize),
+            reason: format!("row {index}: {}", self.error.message()),
+        }
     }
 }
 
@@ -98,31 +169,6 @@ pub struct RoutedRows {
     pub batch: RecordBatch,
     /// Their positions in the batch they came from.
     pub rows: Vec<u32>,
-}
-
-fn group_rows(batch: &RecordBatch, names: Vec<String>) -> Result<Vec<RoutedRows>> {
-    let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
-    for (row, name) in names.into_iter().enumerate() {
-        match groups.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, rows)) => rows.push(row as u32),
-            None => groups.push((name, vec![row as u32])),
-        }
-    }
-    groups
-        .into_iter()
-        .map(|(destination, rows)| {
-            let part = if rows.len() == batch.num_rows() {
-                batch.clone()
-            } else {
-                arrow_select::take::take_record_batch(batch, &UInt32Array::from(rows.clone()))?
-            };
-            Ok(RoutedRows {
-                destination,
-                batch: part,
-                rows,
-            })
-        })
-        .collect()
 }
 
 impl fmt::Debug for Destination {
@@ -268,8 +314,11 @@ impl TableTemplate {
         Ok(())
     }
 
-    /// The destination of every row of `batch`.
-    pub fn render_rows(&self, batch: &RecordBatch) -> Result<Vec<String>> {
+    /// The destination of every row of `batch`: the table it names, or why it names none
+    /// (a null value, or one that is not [safe in a table name](is_safe_value)), naming the
+    /// field, with the row's position in the context. Errors for the whole batch only when
+    /// a field is missing.
+    pub fn render_rows(&self, batch: &RecordBatch) -> Result<Vec<Result<String>>> {
         self.validate(batch.schema().as_ref())?;
         let columns: Vec<Option<(String, ArrayRef)>> = self
             .parts
@@ -288,7 +337,12 @@ impl TableTemplate {
                     .transpose()
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        (0..batch.num_rows())
+        let unroutable = |row: usize, path: &str, why: String| {
+            Error::invalid_input(format!("field {path} {why}"))
+                .with_context("column", path.to_string())
+                .with_context("row", row.to_string())
+        };
+        Ok((0..batch.num_rows())
             .map(|row| {
                 let mut name = String::new();
                 for ((part, column), formatter) in self.parts.iter().zip(&columns).zip(&formatters) {
@@ -296,21 +350,35 @@ impl TableTemplate {
                         (Part::Text(t), _, _) => name.push_str(t),
                         (Part::Field(_), Some((path, array)), Some(formatter)) => {
                             if array.is_null(row) {
-                                return Err(Error::invalid_input(format!(
-                                    "row {row}: field {path} is null, and destination template {self} needs a value"
-                                ))
-                                .with_context("column", path.clone())
-                                .with_context("row", row.to_string()));
+                                let why = format!("is null, and destination template {self} needs a value");
+                                return Err(unroutable(row, path, why));
                             }
-                            name.push_str(&formatter.value(row).to_string());
+                            let value = formatter.value(row).to_string();
+                            if !is_safe_value(&value) {
+                                let why = format!(
+                                    "is {value:?}, which destination template {self} cannot put in a \
+                                     table name: a value may hold only letters, digits, '_' and '-' \
+                                     (a '.' or '/' would change the table's namespace or location)"
+                                );
+                                return Err(unroutable(row, path, why));
+                            }
+                            name.push_str(&value);
                         }
                         _ => unreachable!("placeholders always have a column"),
                     }
                 }
                 Ok(name)
             })
-            .collect()
+            .collect())
     }
+}
+
+/// Whether a row's value may fill a template's placeholder: not empty, and only letters,
+/// digits, `_` and `-`. Anything else could move a table: `a.b` adds a namespace level,
+/// `a/b` a directory under the warehouse, so two values would share one location. Refusing
+/// is chosen over escaping so that a table's name always reads as the value it came from.
+pub fn is_safe_value(value: &str) -> bool {
+    !value.is_empty() && value.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The column at a struct path; a null parent makes the child null.
@@ -387,21 +455,39 @@ mod tests {
         .unwrap()
     }
 
+    /// Each part's destination and row count.
+    fn parts(routing: &Routing) -> Vec<(&str, usize)> {
+        routing
+            .parts
+            .iter()
+            .map(|p| (p.destination.as_str(), p.batch.num_rows()))
+            .collect()
+    }
+
     #[test]
     fn routes_rows_by_template_in_first_appearance_order() {
         let d = Destination::parse("db.events_{region}_{n}").unwrap();
-        let routed = d.route(&batch().slice(0, 3)).unwrap();
-        let names: Vec<&str> = routed.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["db.events_eu_1", "db.events_us_2", "db.events_eu_3"]);
+        let routed = d.route_rows(&batch().slice(0, 3)).unwrap();
+        assert_eq!(
+            parts(&routed),
+            [
+                ("db.events_eu_1", 1),
+                ("db.events_us_2", 1),
+                ("db.events_eu_3", 1)
+            ]
+        );
 
         let by_country = Destination::parse("logs_{user.country}")
             .unwrap()
-            .route(&batch())
+            .route_rows(&batch())
             .unwrap();
-        assert_eq!(by_country.len(), 3);
-        assert_eq!(by_country[0].0, "logs_fr");
-        let ns = by_country[0]
-            .1
+        assert_eq!(
+            parts(&by_country),
+            [("logs_fr", 2), ("logs_de", 1), ("logs_it", 1)]
+        );
+        assert_eq!(by_country.parts[0].rows, [0, 2]);
+        let ns = by_country.parts[0]
+            .batch
             .column_by_name("n")
             .unwrap()
             .as_any()
@@ -411,13 +497,59 @@ mod tests {
     }
 
     #[test]
-    fn a_null_template_field_names_the_row_and_field() {
-        let err = Destination::parse("t_{region}")
-            .unwrap()
-            .route(&batch())
-            .unwrap_err();
-        assert!(err.to_string().contains("row 3: field region is null"), "{err}");
+    fn a_null_template_field_leaves_that_row_unrouted_naming_the_row_and_field() {
+        let d = Destination::parse("t_{region}").unwrap();
+        let routed = d.route_rows(&batch()).unwrap();
+        assert_eq!(parts(&routed), [("t_eu", 2), ("t_us", 1)]);
+        assert_eq!(routed.unrouted.len(), 1);
+        let unrouted = &routed.unrouted[0];
+        assert_eq!(unrouted.row, 3);
+        let err = &unrouted.error;
+        assert!(err.to_string().contains("field region is null"), "{err}");
         assert_eq!(err.context_value("column"), Some("region"));
+        assert_eq!(err.context_value("row"), Some("3"));
+        let failed = unrouted.failed_record(&d, &batch(), 103);
+        assert_eq!(failed.destination, "t_{region}");
+        assert_eq!(failed.index, Some(103));
+        assert_eq!(failed.record.unwrap()["n"], 4);
+        assert!(
+            failed.reason.starts_with("row 103: field region is null"),
+            "{}",
+            failed.reason
+        );
+    }
+
+    #[test]
+    fn values_that_would_move_a_table_are_refused_per_row() {
+        let values = ["a/b", "a.b", "ok_1", "", "x y", "..", "é-ß", "a\\b", "a\nb"];
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("col", DataType::Utf8, false)])),
+            vec![Arc::new(StringArray::from(values.to_vec()))],
+        )
+        .unwrap();
+        let routed = Destination::parse("db.t_{col}")
+            .unwrap()
+            .route_rows(&batch)
+            .unwrap();
+        assert_eq!(parts(&routed), [("db.t_ok_1", 1), ("db.t_é-ß", 1)]);
+        let refused: Vec<u32> = routed.unrouted.iter().map(|u| u.row).collect();
+        assert_eq!(refused, [0, 1, 3, 4, 5, 7, 8]);
+        let first = routed.unrouted[0].error.to_string();
+        assert!(
+            first.contains("field col is \"a/b\"") && first.contains("only letters, digits"),
+            "{first}"
+        );
+    }
+
+    #[test]
+    fn a_function_error_leaves_that_row_unrouted() {
+        let f: DestinationFn = Arc::new(|_: &RecordBatch, row| match row {
+            1 => Err(Error::invalid_input("no table for row 1")),
+            _ => Ok("t".into()),
+        });
+        let assignment = Destination::Function(f).assign(&batch()).unwrap();
+        assert_eq!(assignment.tables, [("t".to_string(), vec![0, 2, 3])]);
+        assert_eq!(assignment.unrouted[0].row, 1);
     }
 
     #[test]
@@ -458,14 +590,8 @@ mod tests {
             Ok(if n % 2 == 0 { "even".into() } else { "odd".into() })
         });
         let d = Destination::Function(f);
-        let routed = d.route(&batch()).unwrap();
-        assert_eq!(
-            routed
-                .iter()
-                .map(|(n, b)| (n.as_str(), b.num_rows()))
-                .collect::<Vec<_>>(),
-            [("odd", 2), ("even", 2)]
-        );
+        let routed = d.route_rows(&batch()).unwrap();
+        assert_eq!(parts(&routed), [("odd", 2), ("even", 2)]);
         assert!(serde_json::to_string(&d).is_err());
     }
 

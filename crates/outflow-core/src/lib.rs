@@ -25,7 +25,7 @@ pub mod select;
 pub mod sink;
 
 pub use commit::{Committer, DynCommitter, DynTwoPhaseSink, Prepared, TwoPhaseSink};
-pub use destination::{Destination, RoutedRows, TableTemplate};
+pub use destination::{Assignment, Destination, RoutedRows, Routing, TableTemplate, UnroutedRow};
 pub use disposition::{CreateDisposition, WriteDisposition};
 pub use error::{Error, ErrorKind, Result};
 pub use evolution::{

@@ -249,8 +249,15 @@ impl Sink for IcebergSink {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let parts = self.options.destination().route_rows(&batch)?;
-        for part in parts {
+        let destination = self.options.destination();
+        let routing = destination.route_rows(&batch)?;
+        for unrouted in &routing.unrouted {
+            let index = first_row + unrouted.row as u64;
+            self.result
+                .failed
+                .push(unrouted.failed_record(destination, &batch, index));
+        }
+        for part in routing.parts {
             self.write_part(&part.destination, part.batch, &part.rows, first_row)
                 .await?;
         }

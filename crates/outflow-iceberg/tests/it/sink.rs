@@ -422,6 +422,47 @@ async fn dynamic_destinations_route_rows_by_template() {
 }
 
 #[tokio::test]
+async fn template_values_that_would_move_a_table_are_failed_records() {
+    let fixture = sql_catalog();
+    let cols = ["a/b", "ok", "a.b", "ok", "../up"];
+    let input = batch(vec![
+        (Field::new("id", DataType::Int64, false), ids(5)),
+        (
+            Field::new("col", DataType::Utf8, false),
+            Arc::new(StringArray::from(cols.to_vec())) as ArrayRef,
+        ),
+    ]);
+    let opts = options(&fixture.config, "dyn.t_{col}").build().unwrap();
+    let result = write_all(opts, vec![input]).await.unwrap();
+    assert_eq!(result.rows_written(), 2);
+    let failed: Vec<(Option<u64>, &str)> = result
+        .failed
+        .iter()
+        .map(|f| (f.index, f.reason.as_str()))
+        .collect();
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    assert_eq!(
+        failed.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        [Some(0), Some(2), Some(4)]
+    );
+    assert!(
+        failed[0].1.starts_with("row 0: field col is \"a/b\""),
+        "{}",
+        failed[0].1
+    );
+    assert!(result.failed.iter().all(|f| f.destination == "dyn.t_{col}"));
+    assert_eq!(result.failed[1].record.as_ref().unwrap()["col"], "a.b");
+    let read = fixture.readers.read_both("dyn.t_ok");
+    assert_eq!(read["row_count"], 2);
+    let warehouse = fixture.dir.path().join("warehouse/dyn");
+    let tables: Vec<String> = std::fs::read_dir(&warehouse)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(tables, ["t_ok"], "nothing outside the one valid table's location");
+}
+
+#[tokio::test]
 async fn a_replayed_commit_appends_nothing() {
     let fixture = sql_catalog();
     let table = "replay.t";
