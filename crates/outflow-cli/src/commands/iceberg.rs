@@ -173,7 +173,8 @@ async fn add_files(args: AddFilesArgs) -> Result<(AddFilesResult, ExitStatus)> {
     Ok((result, status))
 }
 
-/// The paths given, with `-` replaced by the lines of stdin.
+/// The paths given, with `-` replaced by the lines of stdin (each line a path as it is,
+/// spaces included; blank lines are skipped).
 fn inputs(given: &[String]) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for item in given {
@@ -181,9 +182,8 @@ fn inputs(given: &[String]) -> Result<Vec<String>> {
             for line in std::io::stdin().lock().lines() {
                 let line =
                     line.map_err(|e| Error::invalid_input(format!("reading file names from stdin: {e}")))?;
-                let line = line.trim();
-                if !line.is_empty() {
-                    out.push(line.to_string());
+                if !line.trim().is_empty() {
+                    out.push(line);
                 }
             }
         } else {

@@ -85,7 +85,7 @@ fn source(location: &str) -> Result<Source, FileFailure> {
         })?;
         return Ok(Source::Local(path));
     }
-    if location.contains("://") {
+    if super::has_url_scheme(location) {
         return Ok(Source::Remote(location.to_string()));
     }
     Ok(Source::Local(PathBuf::from(location)))

@@ -252,11 +252,17 @@ struct Input {
     location: String,
 }
 
-/// Where a given path or URL is, as the table will record it: local paths become absolute
-/// `file://` locations, URLs stay as they are.
+/// Where a given path or URL is, as the table will record it.
+///
+/// Local files are recorded by their absolute path, verbatim and without a scheme: a path
+/// is a path whatever it holds (spaces, `#`, `?`, `%`, newlines), and the scheme-less form
+/// is the one every reader opens as it is written. iceberg-rust strips `file://` without
+/// decoding, PyIceberg splits a `file://` location at `#` and `?`, and a `%20` means a
+/// space to a URL parser but two digits to a file system. A `file:` URL is read as a URL
+/// (percent escapes decoded) and recorded as its path; other URLs (`s3://...`) stay as
+/// they are.
 fn location(given: &str) -> std::result::Result<String, String> {
-    let given = given.trim();
-    if given.is_empty() {
+    if given.trim().is_empty() {
         return Err("the path is blank".into());
     }
     if given.starts_with("file:") {
@@ -264,13 +270,32 @@ fn location(given: &str) -> std::result::Result<String, String> {
         let path = url
             .to_file_path()
             .map_err(|_| format!("{given:?} names no local file"))?;
-        return Ok(format!("file://{}", path.display()));
+        return path_location(&path);
     }
-    if given.contains("://") {
+    if has_url_scheme(given) {
         return Ok(given.to_string());
     }
     let path = std::path::absolute(given).map_err(|e| format!("{given:?}: {e}"))?;
-    Ok(format!("file://{}", path.display()))
+    path_location(&path)
+}
+
+fn path_location(path: &std::path::Path) -> std::result::Result<String, String> {
+    path.to_str().map(str::to_string).ok_or_else(|| {
+        format!(
+            "{} is not valid UTF-8, which Iceberg locations must be",
+            path.display()
+        )
+    })
+}
+
+/// Whether `given` starts with a URL scheme and `://` (`s3://`, `gs://`): a local path
+/// never does unless its first directory's name ends in `:`, which is then read as a URL.
+pub(crate) fn has_url_scheme(given: &str) -> bool {
+    given.split_once("://").is_some_and(|(scheme, _)| {
+        let mut chars = scheme.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
 }
 
 /// A location in a form where the spellings of one local file agree (`file:/a`,
@@ -1093,15 +1118,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn locations_are_absolute_file_urls_or_kept() {
-        assert_eq!(location("/a/b.parquet").unwrap(), "file:///a/b.parquet");
-        assert_eq!(location("file:///a/b.parquet").unwrap(), "file:///a/b.parquet");
-        assert_eq!(location("file:/a/b.parquet").unwrap(), "file:///a/b.parquet");
+    fn local_files_are_absolute_paths_verbatim_and_urls_are_kept() {
+        assert_eq!(location("/a/b.parquet").unwrap(), "/a/b.parquet");
+        assert_eq!(location("file:///a/b.parquet").unwrap(), "/a/b.parquet");
+        assert_eq!(location("file:/a/b.parquet").unwrap(), "/a/b.parquet");
+        assert_eq!(location("file:///a/b%20c.parquet").unwrap(), "/a/b c.parquet");
+        for odd in [
+            "/d/pct%20y.parquet",
+            "/d/h#1.parquet",
+            "/d/q?.parquet",
+            "/d/ü\n .parquet",
+            "/d/ a:b ",
+        ] {
+            assert_eq!(location(odd).unwrap(), odd);
+        }
         assert_eq!(
             location("s3://bucket/a.parquet").unwrap(),
             "s3://bucket/a.parquet"
         );
-        assert!(location("rel/x.parquet").unwrap().starts_with("file:///"));
+        assert!(location("/d/x://y").unwrap().starts_with("/d/x:"));
+        let relative = location("rel/x #1.parquet").unwrap();
+        assert!(
+            relative.starts_with('/') && relative.ends_with("/rel/x #1.parquet"),
+            "{relative}"
+        );
         assert!(location("  ").is_err());
         for spelling in ["file:/a", "file:///a", "/a"] {
             assert_eq!(comparable(spelling), "/a");
