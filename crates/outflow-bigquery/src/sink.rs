@@ -445,6 +445,10 @@ impl Sink for BigQuerySink {
         flushed?;
         Ok(self.result.clone())
     }
+
+    fn take_failed(&mut self) -> Vec<FailedRecord> {
+        std::mem::take(&mut self.result.failed)
+    }
 }
 
 #[async_trait]

@@ -594,6 +594,10 @@ impl Sink for BigtableSink {
         let result = std::mem::take(&mut self.state.result);
         flushed.map(|_| result)
     }
+
+    fn take_failed(&mut self) -> Vec<FailedRecord> {
+        std::mem::take(&mut self.state.result.failed)
+    }
 }
 
 /// Nothing to commit: every acknowledged write is visible and idempotent.

@@ -3,6 +3,7 @@
 //! spec-built [`SinkTable`]: a writer per partition, one commit. On this machine, or on a
 //! Ballista cluster when the job names a scheduler.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,7 +22,7 @@ use outflow_datafusion::SinkTable;
 
 use crate::job::{EngineSpec, Format, Job, JobFile, SourceSpec};
 use crate::output::progress::Progress;
-use crate::run::{DeadLetterReport, ReadStats, RunReport};
+use crate::run::{DeadLetterReport, ReadStats, RejectionStream, RunReport};
 use crate::source::{SourceFile, resolve};
 
 /// The sink's name in the statement.
@@ -33,12 +34,10 @@ pub async fn run(job: &Job, engine: &EngineSpec, file: &JobFile, progress: &Prog
     check(job)?;
     let (files, format) = resolve(&job.source.path, file.dir(), job.source.format)?;
     let dead_letter = job.dead_letter.as_deref().map(|p| file.resolve(p));
-    if let Some(path) = &dead_letter {
-        // Created (emptied) first, as the runner does; the commit appends to it.
-        std::fs::File::create(path).map_err(|e| {
-            Error::invalid_config("dead_letter", format!("cannot create {}: {e}", path.display()))
-        })?;
-    }
+    // Created (emptied) first, as the runner does; the commit appends to it. The stream
+    // itself only counts: the statement's commit writes the file.
+    RejectionStream::open(dead_letter.as_deref())?;
+    let mut rejections = RejectionStream::open(None)?;
 
     let ctx = context(engine, job.source.batch_size).await?;
     progress.stage("planning");
@@ -66,10 +65,13 @@ pub async fn run(job: &Job, engine: &EngineSpec, file: &JobFile, progress: &Prog
 
     // In this process the commit left its result; on a cluster only the counts come back,
     // and the rejected records are in the dead-letter file the commit wrote.
-    let result = match table.last_result() {
+    let mut result = match table.last_result() {
         Some(result) => result,
-        None => cluster_result(job, written, rejected, dead_letter.as_deref())?,
+        None => cluster_result(job, written, rejected, dead_letter.as_deref(), &mut rejections)?,
     };
+    rejections.take(std::mem::take(&mut result.failed))?;
+    let (rejected_records, first, _) = rejections.finish();
+    result.failed = first;
     Ok(RunReport {
         read: ReadStats {
             files: files.len() as u64,
@@ -84,6 +86,7 @@ pub async fn run(job: &Job, engine: &EngineSpec, file: &JobFile, progress: &Prog
             records: rejected,
         }),
         result,
+        rejected: rejected_records,
     })
 }
 
@@ -203,8 +206,15 @@ fn counts(answer: &[datafusion::arrow::array::RecordBatch]) -> Result<(u64, u64)
 }
 
 /// The result of a statement committed on a cluster: its counts, and the rejected records
-/// read back from the dead-letter file (without one, rejected records fail the run).
-fn cluster_result(job: &Job, written: u64, rejected: u64, dead_letter: Option<&Path>) -> Result<WriteResult> {
+/// read back from the dead-letter file into `rejections` one line at a time (without a
+/// file, rejected records fail the run).
+fn cluster_result(
+    job: &Job,
+    written: u64,
+    rejected: u64,
+    dead_letter: Option<&Path>,
+    rejections: &mut RejectionStream,
+) -> Result<WriteResult> {
     let mut result = WriteResult::default();
     // Named after the table when it is fixed, else after the sink.
     let destination = job
@@ -229,16 +239,21 @@ fn cluster_result(job: &Job, written: u64, rejected: u64, dead_letter: Option<&P
             ),
         ));
     };
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let unreadable = |e: std::io::Error| {
         Error::invalid_input(format!(
             "cannot read the dead-letter file {}: {e}",
             path.display()
         ))
-    })?;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let record: FailedRecord = serde_json::from_str(line)
+    };
+    let lines = BufReader::new(std::fs::File::open(path).map_err(unreadable)?).lines();
+    for line in lines {
+        let line = line.map_err(unreadable)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: FailedRecord = serde_json::from_str(&line)
             .map_err(|e| Error::invalid_input(format!("a dead-letter line in {}: {e}", path.display())))?;
-        result.failed.push(record);
+        rejections.take(vec![record])?;
     }
     Ok(result)
 }

@@ -4,12 +4,13 @@
 //! before the first row for it (a fixed table before any row, so an empty input still
 //! gets its table and a bad table fails before a long read), writes every batch, flushes
 //! once at the end and closes the sink to collect the [`WriteResult`]. Records the sink
-//! rejects go to the dead-letter file when the job names one.
+//! rejects go to the dead-letter file when the job names one, after each batch as the sink
+//! hands them over ([`Sink::take_failed`]), so a run holds none of them but the first few.
 //!
 //! When anything fails part way, the sink is dropped without flushing or closing: a sink
 //! that commits on flush (Iceberg) then commits nothing, and the error is returned.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -153,8 +154,11 @@ pub struct RunReport {
     pub read: ReadStats,
     /// What preparing each destination did, in the order they were prepared.
     pub prepared: Vec<DestinationPlan>,
-    /// What the sink wrote, and the records it rejected.
+    /// What the sink wrote; its `failed` are the first few records it rejected
+    /// ([`LISTED_REJECTIONS`]), every one of them being in the dead-letter file.
     pub result: WriteResult,
+    /// How many records the sink rejected.
+    pub rejected: Rejections,
     /// Wall-clock time of the run.
     #[serde(serialize_with = "seconds")]
     pub elapsed: Duration,
@@ -171,6 +175,81 @@ pub struct DeadLetterReport {
     pub records: u64,
 }
 
+/// How many records a run's sink rejected, in all and per destination.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Rejections {
+    /// In all.
+    pub count: u64,
+    /// Per destination.
+    pub by_destination: BTreeMap<String, u64>,
+}
+
+/// Rejected records on their way out of a run: each is written to the dead-letter file (if
+/// any) as it comes and counted, and only the first few are kept, so memory stays bounded
+/// whatever their number.
+pub(crate) struct RejectionStream {
+    file: Option<(PathBuf, BufWriter<File>)>,
+    rejected: Rejections,
+    first: Vec<FailedRecord>,
+}
+
+impl RejectionStream {
+    /// Creates (empties) the dead-letter file at `path`, or counts only.
+    pub(crate) fn open(path: Option<&Path>) -> Result<RejectionStream> {
+        let file = match path {
+            Some(path) => Some((path.to_path_buf(), BufWriter::new(create_dead_letter(path)?))),
+            None => None,
+        };
+        Ok(RejectionStream {
+            file,
+            rejected: Rejections::default(),
+            first: Vec::new(),
+        })
+    }
+
+    /// Writes `records` out (flushed, so the file is current after each batch), counts them
+    /// and keeps the first few.
+    pub(crate) fn take(&mut self, records: Vec<FailedRecord>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        if let Some((path, out)) = &mut self.file {
+            let io = |e: std::io::Error| {
+                Error::invalid_input(format!(
+                    "cannot write the dead-letter file {}: {e}",
+                    path.display()
+                ))
+                .with_context("file", path.display().to_string())
+            };
+            for record in &records {
+                writeln!(out, "{}", record.dead_letter_line()).map_err(io)?;
+            }
+            out.flush().map_err(io)?;
+        }
+        for record in records {
+            self.rejected.count += 1;
+            *self
+                .rejected
+                .by_destination
+                .entry(record.destination.clone())
+                .or_default() += 1;
+            if self.first.len() < LISTED_REJECTIONS {
+                self.first.push(record);
+            }
+        }
+        Ok(())
+    }
+
+    /// The counts, the first few records and the dead-letter file's report.
+    pub(crate) fn finish(self) -> (Rejections, Vec<FailedRecord>, Option<DeadLetterReport>) {
+        let dead_letter = self.file.map(|(path, _)| DeadLetterReport {
+            path,
+            records: self.rejected.count,
+        });
+        (self.rejected, self.first, dead_letter)
+    }
+}
+
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
@@ -179,21 +258,22 @@ impl RunReport {
     /// The error a run with rejected records and no dead-letter file ends with
     /// ([`ErrorKind::RejectedRecords`]), listing the first few; `None` otherwise.
     pub fn rejection_error(&self) -> Option<Error> {
-        if self.result.failed.is_empty() || self.dead_letter.is_some() {
+        let count = self.rejected.count;
+        if count == 0 || self.dead_letter.is_some() {
             return None;
         }
-        let failed = &self.result.failed;
         let mut message = format!(
-            "the sink rejected {} record{} and the job names no dead_letter file:",
-            failed.len(),
-            if failed.len() == 1 { "" } else { "s" }
+            "the sink rejected {count} record{} and the job names no dead_letter file:",
+            if count == 1 { "" } else { "s" }
         );
-        for record in failed.iter().take(LISTED_REJECTIONS) {
+        let listed = &self.result.failed[..self.result.failed.len().min(LISTED_REJECTIONS)];
+        for record in listed {
             message.push_str("\n  ");
             message.push_str(&describe(record));
         }
-        if failed.len() > LISTED_REJECTIONS {
-            message.push_str(&format!("\n  ... and {} more", failed.len() - LISTED_REJECTIONS));
+        let more = count.saturating_sub(listed.len() as u64);
+        if more > 0 {
+            message.push_str(&format!("\n  ... and {more} more"));
         }
         Some(Error::new(ErrorKind::RejectedRecords, message))
     }
@@ -219,10 +299,7 @@ pub async fn run(
     let schema = pipeline.output_schema().clone();
     destination.validate(&schema)?;
     // Created before reading, so an unwritable path fails before any work.
-    let mut dead_letter = match &options.dead_letter {
-        Some(path) => Some((path.clone(), create_dead_letter(path)?)),
-        None => None,
-    };
+    let mut rejections = RejectionStream::open(options.dead_letter.as_deref())?;
 
     let mut prepared_names: HashSet<String> = HashSet::new();
     let mut prepared = Vec::new();
@@ -241,27 +318,26 @@ pub async fn run(
             }
         }
         sink.write(batch).await?;
+        rejections.take(sink.take_failed())?;
     }
     let read = batches.stats().clone();
     drop(batches);
 
     progress.stage("flushing");
     sink.flush().await?;
+    rejections.take(sink.take_failed())?;
     progress.stage("closing");
-    let result = sink.close().await?;
+    let mut result = sink.close().await?;
     progress.finish();
 
-    let dead_letter = match dead_letter.take() {
-        Some((path, file)) => {
-            let records = write_dead_letter(&path, file, &result.failed)?;
-            Some(DeadLetterReport { path, records })
-        }
-        None => None,
-    };
+    rejections.take(std::mem::take(&mut result.failed))?;
+    let (rejected, first, dead_letter) = rejections.finish();
+    result.failed = first;
     Ok(RunReport {
         read,
         prepared,
         result,
+        rejected,
         elapsed: started.elapsed(),
         dead_letter,
     })
@@ -335,22 +411,6 @@ fn create_dead_letter(path: &Path) -> Result<File> {
     })
 }
 
-fn write_dead_letter(path: &Path, file: File, failed: &[FailedRecord]) -> Result<u64> {
-    let io = |e: std::io::Error| {
-        Error::invalid_input(format!(
-            "cannot write the dead-letter file {}: {e}",
-            path.display()
-        ))
-        .with_context("file", path.display().to_string())
-    };
-    let mut out = BufWriter::new(file);
-    for record in failed {
-        writeln!(out, "{}", record.dead_letter_line()).map_err(io)?;
-    }
-    out.flush().map_err(io)?;
-    Ok(failed.len() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -374,11 +434,19 @@ mod tests {
         reject: Option<fn(i64) -> bool>,
         failed: Vec<FailedRecord>,
         seen: u64,
+        /// Hands rejected records over after each write instead of at close.
+        streams: bool,
+        /// A file whose line count each write logs (the dead-letter file).
+        watch: Option<PathBuf>,
     }
 
     #[async_trait]
     impl Sink for RecordingSink {
         async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+            if let Some(path) = &self.watch {
+                let lines = std::fs::read_to_string(path).unwrap().lines().count();
+                self.log.lock().unwrap().push(format!("dead letter has {lines}"));
+            }
             let ids = batch.column(0).as_primitive::<Int64Type>();
             for (row, id) in ids.values().iter().enumerate() {
                 if self.reject.is_some_and(|reject| reject(*id)) {
@@ -419,6 +487,14 @@ mod tests {
             );
             result.failed = std::mem::take(&mut self.failed);
             Ok(result)
+        }
+
+        fn take_failed(&mut self) -> Vec<FailedRecord> {
+            if self.streams {
+                std::mem::take(&mut self.failed)
+            } else {
+                Vec::new()
+            }
         }
     }
 
@@ -564,46 +640,70 @@ mod tests {
         assert_eq!(found, ["db.events_eu", "db.events_us", "db.events_ap"]);
     }
 
+    /// The same file whether the sink hands rejects over after each batch or at close; a
+    /// sink that streams them has them in the file before its next batch.
     #[tokio::test]
-    async fn rejected_records_go_to_the_dead_letter_file() {
-        let fixture = Fixture::new(CSV);
-        let path = fixture.dir.path().join("failed.ndjson");
-        std::fs::write(&path, "stale content from an earlier run\n").unwrap();
-        let mut sink = RecordingSink {
-            reject: Some(|id| id % 2 == 1),
-            ..RecordingSink::default()
-        };
-        let options = RunOptions {
-            dead_letter: Some(path.clone()),
-        };
-        let report = fixture
-            .run("[]", &mut sink, &Destination::Table("db.t".into()), &options)
-            .await
-            .unwrap();
-        assert_eq!(sink.rows, [2, 4]);
-        assert_eq!(
-            report.dead_letter,
-            Some(DeadLetterReport {
-                path: path.clone(),
-                records: 3
-            })
-        );
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(
-            lines,
-            [
-                serde_json::json!({"destination": "db.t", "index": 0, "record": {"id": 1, "region": "eu"}, "reason": "id 1 is odd"}),
-                serde_json::json!({"destination": "db.t", "index": 2, "record": {"id": 3, "region": "eu"}, "reason": "id 3 is odd"}),
-                serde_json::json!({"destination": "db.t", "index": 4, "record": {"id": 5, "region": "ap"}, "reason": "id 5 is odd"}),
-            ]
-        );
-        // The run finished with rejections: exit code 3, though nothing is listed as an error.
-        assert!(report.rejection_error().is_none());
-        assert_eq!(crate::commands::run::status_of(&report), ExitStatus::Rejected);
+    async fn rejected_records_go_to_the_dead_letter_file_as_the_sink_hands_them_over() {
+        for streams in [false, true] {
+            let fixture = Fixture::new(CSV);
+            let path = fixture.dir.path().join("failed.ndjson");
+            std::fs::write(&path, "stale content from an earlier run\n").unwrap();
+            let mut sink = RecordingSink {
+                reject: Some(|id| id % 2 == 1),
+                streams,
+                watch: Some(path.clone()),
+                ..RecordingSink::default()
+            };
+            let options = RunOptions {
+                dead_letter: Some(path.clone()),
+            };
+            let report = fixture
+                .run("[]", &mut sink, &Destination::Table("db.t".into()), &options)
+                .await
+                .unwrap();
+            assert_eq!(sink.rows, [2, 4]);
+            assert_eq!(
+                report.dead_letter,
+                Some(DeadLetterReport {
+                    path: path.clone(),
+                    records: 3
+                })
+            );
+            let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(
+                lines,
+                [
+                    serde_json::json!({"destination": "db.t", "index": 0, "record": {"id": 1, "region": "eu"}, "reason": "id 1 is odd"}),
+                    serde_json::json!({"destination": "db.t", "index": 2, "record": {"id": 3, "region": "eu"}, "reason": "id 3 is odd"}),
+                    serde_json::json!({"destination": "db.t", "index": 4, "record": {"id": 5, "region": "ap"}, "reason": "id 5 is odd"}),
+                ]
+            );
+            // Batches of two rows: a streaming sink's rejects of ids 1 and 3 are in the file
+            // before the next batch is written.
+            let watched: Vec<String> = fixture
+                .log()
+                .into_iter()
+                .filter(|l| l.starts_with("dead letter"))
+                .collect();
+            let expected = if streams { [0, 1, 2] } else { [0, 0, 0] };
+            assert_eq!(
+                watched,
+                expected.map(|n| format!("dead letter has {n}")),
+                "streams: {streams}"
+            );
+            assert_eq!(report.rejected.count, 3);
+            assert_eq!(report.rejected.by_destination["db.t"], 3);
+            let indexes: Vec<Option<u64>> = report.result.failed.iter().map(|f| f.index).collect();
+            assert_eq!(indexes, [Some(0), Some(2), Some(4)]);
+            // The run finished with rejections: exit code 3, though nothing is listed as an
+            // error.
+            assert!(report.rejection_error().is_none());
+            assert_eq!(crate::commands::run::status_of(&report), ExitStatus::Rejected);
+        }
     }
 
     #[tokio::test]
@@ -619,6 +719,7 @@ mod tests {
         };
         let mut sink = RecordingSink {
             reject: Some(|_| true),
+            streams: true,
             ..RecordingSink::default()
         };
         let report = fixture
@@ -630,6 +731,9 @@ mod tests {
             )
             .await
             .unwrap();
+        // Counted, and only the first few kept.
+        assert_eq!(report.rejected.count, 8);
+        assert_eq!(report.result.failed.len(), LISTED_REJECTIONS);
         let err = report.rejection_error().unwrap();
         assert_eq!(err.kind(), ErrorKind::RejectedRecords);
         assert_eq!(ExitStatus::of(&err), ExitStatus::Rejected);

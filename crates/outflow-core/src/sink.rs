@@ -204,6 +204,14 @@ pub trait Sink: Send {
     /// Flushes, releases resources and reports what was written. Writing after closing is
     /// an error.
     async fn close(&mut self) -> Result<WriteResult>;
+
+    /// Hands over the records rejected since the last call, so that a caller can stream
+    /// them to a dead-letter output as they happen and hold none of them; the records
+    /// taken are left out of [`Sink::close`]'s result. A sink that keeps its rejects until
+    /// it closes takes the default, which hands over none.
+    fn take_failed(&mut self) -> Vec<FailedRecord> {
+        Vec::new()
+    }
 }
 
 /// Converts one row of a batch to JSON, for failed records and dead-letter files.

@@ -277,6 +277,10 @@ impl Sink for IcebergSink {
         self.closed = true;
         Ok(self.result.clone())
     }
+
+    fn take_failed(&mut self) -> Vec<FailedRecord> {
+        std::mem::take(&mut self.result.failed)
+    }
 }
 
 #[async_trait]

@@ -67,7 +67,7 @@ pub async fn execute(args: RunArgs) -> ExitStatus {
 /// How a finished run ends: rejected records make it [`ExitStatus::Rejected`], whether
 /// they went to a dead-letter file or not.
 pub fn status_of(report: &RunReport) -> ExitStatus {
-    if report.result.failed.is_empty() {
+    if report.rejected.count == 0 {
         ExitStatus::Ok
     } else {
         ExitStatus::Rejected

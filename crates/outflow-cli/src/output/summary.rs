@@ -1,6 +1,5 @@
 //! The end of a run: a table per destination for people, one JSON document for machines.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,13 +14,10 @@ use crate::run::{ReadStats, RunReport};
 /// (rows, files, bytes, failed records), then where rejected records went.
 pub fn run_summary(report: &RunReport, style: Style) -> String {
     let result = &report.result;
-    let mut failed: BTreeMap<&str, u64> = BTreeMap::new();
-    for record in &result.failed {
-        *failed.entry(record.destination.as_str()).or_default() += 1;
-    }
+    let failed = &report.rejected.by_destination;
     let mut names: Vec<&str> = result.destinations.keys().map(String::as_str).collect();
     for name in failed.keys() {
-        if !names.contains(name) {
+        if !names.contains(&name.as_str()) {
             names.push(name);
         }
     }
@@ -44,7 +40,7 @@ pub fn run_summary(report: &RunReport, style: Style) -> String {
         ];
         for name in &names {
             let stats = result.destinations.get(*name).cloned().unwrap_or_default();
-            let failed = failed.get(name).copied().unwrap_or(0);
+            let failed = failed.get(*name).copied().unwrap_or(0);
             rows.push(vec![
                 name.to_string(),
                 HumanCount(stats.rows).to_string(),
@@ -59,7 +55,7 @@ pub fn run_summary(report: &RunReport, style: Style) -> String {
                 HumanCount(result.rows_written()).to_string(),
                 HumanCount(result.files_written()).to_string(),
                 HumanBytes(result.bytes_written()).to_string(),
-                HumanCount(result.failed.len() as u64).to_string(),
+                HumanCount(report.rejected.count).to_string(),
             ]);
         }
         out.push('\n');
@@ -108,8 +104,9 @@ pub fn read_line(read: &ReadStats) -> String {
 }
 
 /// The `--json` document of a finished run: its status and exit code, the job, the time
-/// taken, what was read, what preparing each destination did, and the sink's
-/// `WriteResult` (per-destination counts and failed records).
+/// taken, what was read, what preparing each destination did, the sink's `WriteResult`
+/// (per-destination counts and the first few failed records) and how many records were
+/// rejected, in all and per destination.
 pub fn run_document(job: &Path, status: ExitStatus, report: &RunReport) -> Value {
     json!({
         "status": status.as_str(),
@@ -119,6 +116,7 @@ pub fn run_document(job: &Path, status: ExitStatus, report: &RunReport) -> Value
         "read": report.read,
         "prepared": report.prepared,
         "result": report.result,
+        "rejected": report.rejected,
         "dead_letter": report.dead_letter,
     })
 }
@@ -141,7 +139,7 @@ mod tests {
     use outflow_core::{FailedRecord, WriteResult};
 
     use super::*;
-    use crate::run::DeadLetterReport;
+    use crate::run::{DeadLetterReport, Rejections};
 
     fn report() -> RunReport {
         let mut result = WriteResult::default();
@@ -178,10 +176,14 @@ mod tests {
             },
             prepared: Vec::new(),
             result,
+            rejected: Rejections {
+                count: 1200,
+                by_destination: [("db.b".to_string(), 1200)].into(),
+            },
             elapsed: Duration::from_millis(1500),
             dead_letter: Some(DeadLetterReport {
                 path: PathBuf::from("failed.ndjson"),
-                records: 1,
+                records: 1200,
             }),
         }
     }
@@ -196,9 +198,9 @@ mod tests {
         );
         assert_eq!(lines[2], "destination   rows  files     bytes  failed");
         assert_eq!(lines[3], "db.a         1,500      2  2.00 KiB       0");
-        assert_eq!(lines[4], "db.b            10      1     100 B       1");
-        assert_eq!(lines[5], "total        1,510      3  2.10 KiB       1");
-        assert_eq!(lines[7], "1 rejected record written to failed.ndjson");
+        assert_eq!(lines[4], "db.b            10      1     100 B   1,200");
+        assert_eq!(lines[5], "total        1,510      3  2.10 KiB   1,200");
+        assert_eq!(lines[7], "1,200 rejected records written to failed.ndjson");
     }
 
     #[test]
@@ -210,6 +212,8 @@ mod tests {
         assert_eq!(doc["read"]["rows_out"], 1511);
         assert_eq!(doc["result"]["destinations"]["db.a"]["rows"], 1500);
         assert_eq!(doc["result"]["failed"][0]["reason"], "too big");
-        assert_eq!(doc["dead_letter"]["records"], 1);
+        assert_eq!(doc["rejected"]["count"], 1200);
+        assert_eq!(doc["rejected"]["by_destination"]["db.b"], 1200);
+        assert_eq!(doc["dead_letter"]["records"], 1200);
     }
 }
