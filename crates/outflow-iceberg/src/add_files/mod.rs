@@ -113,10 +113,11 @@ impl std::fmt::Debug for AddFiles {
 }
 
 impl AddFiles {
-    /// Validates the options and connects to their catalog.
+    /// Validates the options and connects to their catalog, its reads retried under the
+    /// options' retry policy.
     pub async fn connect(options: AddFilesOptions) -> Result<AddFiles> {
         options.validate()?;
-        let catalog = IcebergCatalog::connect(&options.catalog).await?;
+        let catalog = IcebergCatalog::connect_with_retry(&options.catalog, &options.retry).await?;
         Ok(AddFiles {
             catalog,
             options,
@@ -735,33 +736,44 @@ impl Run<'_> {
     /// the same files meanwhile, so whenever the table has moved past the snapshot this run
     /// last read its files at, they are read again and those it now holds leave the commit,
     /// reported as already registered: runs that overlap register each file once. `None`
-    /// when no file was left to commit.
+    /// when no file was left to commit. Each attempt ends by the retry deadline, so the
+    /// whole commit does; one cut short is settled by the commit id on the next.
     async fn commit_unregistered(&mut self, commit: &mut DataCommit) -> Result<Option<CommitOutcome>> {
         let add = self.add;
-        let mut retrying = add.options.retry.start(format!("commit to {}", self.name));
+        let policy = &add.options.retry;
+        let what = format!("commit to {}", self.name);
+        let mut retrying = policy.start(what.clone());
         loop {
-            let table = add.catalog.require_table(&self.ident).await?;
-            if let Some(snapshot_id) = find_commit(&table, &commit.commit_id) {
-                self.registered_at = None;
-                return Ok(Some(CommitOutcome::AlreadyCommitted { snapshot_id }));
-            }
-            let now = table.metadata().current_snapshot_id();
-            if now != self.registered_at {
-                self.registered = registered_files(&table).await?;
-                self.registered_at = now;
-                self.drop_registered(commit);
-                if commit.files.is_empty() {
-                    return Ok(None);
-                }
-            }
-            match commit_attempt(&add.catalog, &table, commit, retrying.attempt()).await {
-                Ok(outcome) => {
-                    self.registered_at = Some(outcome.snapshot_id());
-                    return Ok(Some(outcome));
-                }
+            let limit = retrying.attempt_limit(policy.deadline());
+            let attempt = self.commit_once(commit, retrying.attempt());
+            match add.catalog.attempt_within(&what, limit, attempt).await {
+                Ok(outcome) => return Ok(outcome),
                 Err(err) => retrying.after(err).await?,
             }
         }
+    }
+
+    /// One attempt of [`Run::commit_unregistered`]: reload, leave out what the table now
+    /// holds, commit the rest.
+    async fn commit_once(&mut self, commit: &mut DataCommit, attempt: u32) -> Result<Option<CommitOutcome>> {
+        let add = self.add;
+        let table = add.catalog.require_table(&self.ident).await?;
+        if let Some(snapshot_id) = find_commit(&table, &commit.commit_id) {
+            self.registered_at = None;
+            return Ok(Some(CommitOutcome::AlreadyCommitted { snapshot_id }));
+        }
+        let now = table.metadata().current_snapshot_id();
+        if now != self.registered_at {
+            self.registered = registered_files(&table).await?;
+            self.registered_at = now;
+            self.drop_registered(commit);
+            if commit.files.is_empty() {
+                return Ok(None);
+            }
+        }
+        let outcome = commit_attempt(&add.catalog, &table, commit, attempt).await?;
+        self.registered_at = Some(outcome.snapshot_id());
+        Ok(Some(outcome))
     }
 
     /// Takes the files the table already holds out of `commit`, each reported as already
