@@ -17,6 +17,8 @@ pub enum ExitStatus {
     /// 3: the run finished, but the sink rejected some records (they are in the dead-letter
     /// file, or listed in the error when there is none).
     Rejected,
+    /// 130: stopped by Ctrl-C (128 + SIGINT, as shells report it) before it finished.
+    Interrupted,
 }
 
 /// The exit codes as `--help` shows them.
@@ -26,7 +28,8 @@ Exit codes:
   1  failed: a file could not be read or parsed, a value did not convert, or the sink failed
   2  usage: bad arguments, or a job file that cannot run as written (syntax, unknown key,
      missing variable, source path matching no file, unknown column, invalid sink option)
-  3  records rejected: the run finished, but the sink rejected some records";
+  3  records rejected: the run finished, but the sink rejected some records
+  130 interrupted: stopped by Ctrl-C; what was not committed is removed";
 
 impl ExitStatus {
     /// The process exit code.
@@ -36,6 +39,7 @@ impl ExitStatus {
             ExitStatus::Failed => 1,
             ExitStatus::Usage => 2,
             ExitStatus::Rejected => 3,
+            ExitStatus::Interrupted => 130,
         }
     }
 
@@ -46,6 +50,7 @@ impl ExitStatus {
         match err.kind() {
             ErrorKind::InvalidConfig => ExitStatus::Usage,
             ErrorKind::RejectedRecords => ExitStatus::Rejected,
+            ErrorKind::Interrupted => ExitStatus::Interrupted,
             _ => ExitStatus::Failed,
         }
     }
@@ -57,6 +62,7 @@ impl ExitStatus {
             ExitStatus::Failed => "failed",
             ExitStatus::Usage => "usage",
             ExitStatus::Rejected => "rejected",
+            ExitStatus::Interrupted => "interrupted",
         }
     }
 }

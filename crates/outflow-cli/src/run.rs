@@ -7,13 +7,16 @@
 //! rejects go to the dead-letter file when the job names one, after each batch as the sink
 //! hands them over ([`Sink::take_failed`]), so a run holds none of them but the first few.
 //!
-//! When anything fails part way, the sink is dropped without flushing or closing: a sink
-//! that commits on flush (Iceberg) then commits nothing, and the error is returned.
+//! When anything fails part way, or the run is interrupted before its commit, the sink is
+//! aborted instead of flushed ([`Sink::abort`]): a sink that commits on flush (Iceberg)
+//! commits nothing, deletes the data files it wrote and removes a table it created, and
+//! the error says what it removed and what is left.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
@@ -141,10 +144,37 @@ impl Batches<'_> {
 }
 
 /// Options of a run besides the sink.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// Where rejected records go, as NDJSON; `None` makes them fail the run.
     pub dead_letter: Option<PathBuf>,
+    /// Raised to stop the run before its commit (Ctrl-C).
+    pub interrupt: Interrupt,
+}
+
+/// A request to stop a run, raised from elsewhere (a Ctrl-C handler). A run stops at once
+/// while reading and writing; once it is committing, it finishes the commit.
+#[derive(Clone, Debug)]
+pub struct Interrupt(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Interrupt {
+    fn default() -> Self {
+        Interrupt(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Interrupt {
+    /// Asks the run to stop.
+    pub fn raise(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Returns once the run has been asked to stop.
+    async fn raised(&self) {
+        let mut raised = self.0.subscribe();
+        // The sender lives in `self`, so waiting cannot fail.
+        let _ = raised.wait_for(|&raised| raised).await;
+    }
 }
 
 /// What a run did.
@@ -301,30 +331,27 @@ pub async fn run(
     // Created before reading, so an unwritable path fails before any work.
     let mut rejections = RejectionStream::open(options.dead_letter.as_deref())?;
 
-    let mut prepared_names: HashSet<String> = HashSet::new();
     let mut prepared = Vec::new();
-    if let Some(table) = destination.fixed() {
-        prepared.push(prepare(preparer, table, &schema).await?);
-        prepared_names.insert(table.to_string());
-    }
-
-    let mut batches = pipeline.batches(progress);
-    while let Some(batch) = batches.next().await? {
-        if destination.fixed().is_none() {
-            for name in destination_names(destination, &batch)? {
-                if prepared_names.insert(name.clone()) {
-                    prepared.push(prepare(preparer, &name, &schema).await?);
-                }
-            }
+    let written = tokio::select! {
+        biased;
+        () = options.interrupt.raised() => Err(Error::new(
+            ErrorKind::Interrupted,
+            "interrupted (Ctrl-C) before the commit: nothing was committed",
+        )),
+        written = write_all(pipeline, sink, preparer, destination, &mut prepared, &mut rejections, progress) => written,
+    };
+    let read = match written {
+        Ok(read) => read,
+        Err(err) => {
+            progress.finish();
+            return Err(aborted(err, sink).await);
         }
-        sink.write(batch).await?;
-        rejections.take(sink.take_failed())?;
-    }
-    let read = batches.stats().clone();
-    drop(batches);
+    };
 
     progress.stage("flushing");
-    sink.flush().await?;
+    if let Err(err) = sink.flush().await {
+        return Err(aborted(err, sink).await);
+    }
     rejections.take(sink.take_failed())?;
     progress.stage("closing");
     let mut result = sink.close().await?;
@@ -341,6 +368,49 @@ pub async fn run(
         elapsed: started.elapsed(),
         dead_letter,
     })
+}
+
+/// Prepares the destinations and writes every batch, with rejected records streamed out;
+/// what was read.
+async fn write_all(
+    pipeline: Pipeline,
+    sink: &mut dyn Sink,
+    preparer: &dyn PrepareDestination,
+    destination: &Destination,
+    prepared: &mut Vec<DestinationPlan>,
+    rejections: &mut RejectionStream,
+    progress: &Progress,
+) -> Result<ReadStats> {
+    let schema = pipeline.output_schema().clone();
+    let mut prepared_names: HashSet<String> = HashSet::new();
+    if let Some(table) = destination.fixed() {
+        prepared.push(prepare(preparer, table, &schema).await?);
+        prepared_names.insert(table.to_string());
+    }
+    let mut batches = pipeline.batches(progress);
+    while let Some(batch) = batches.next().await? {
+        if destination.fixed().is_none() {
+            for name in destination_names(destination, &batch)? {
+                if prepared_names.insert(name.clone()) {
+                    prepared.push(prepare(preparer, &name, &schema).await?);
+                }
+            }
+        }
+        sink.write(batch).await?;
+        rejections.take(sink.take_failed())?;
+    }
+    Ok(batches.stats().clone())
+}
+
+/// `err`, after aborting the sink, saying what the abort removed and what it left.
+async fn aborted(err: Error, sink: &mut dyn Sink) -> Error {
+    match sink.abort().await.describe() {
+        Some(cleanup) => {
+            let message = format!("{}\n  {cleanup}", err.message());
+            err.with_message(message)
+        }
+        None => err,
+    }
 }
 
 /// Reads `pipeline` to the end without a sink; what `outflow check` does.
@@ -418,6 +488,7 @@ mod tests {
     use arrow::array::AsArray;
     use arrow::datatypes::Int64Type;
     use async_trait::async_trait;
+    use outflow_core::Aborted;
     use outflow_core::sink::{DestinationStats, row_to_json};
     use outflow_core::{PlannedAction, TableTemplate};
 
@@ -494,6 +565,14 @@ mod tests {
                 std::mem::take(&mut self.failed)
             } else {
                 Vec::new()
+            }
+        }
+
+        async fn abort(&mut self) -> Aborted {
+            self.log.lock().unwrap().push("abort".into());
+            Aborted {
+                deleted_files: self.rows.len() as u64,
+                ..Aborted::default()
             }
         }
     }
@@ -656,6 +735,7 @@ mod tests {
             };
             let options = RunOptions {
                 dead_letter: Some(path.clone()),
+                ..RunOptions::default()
             };
             let report = fixture
                 .run("[]", &mut sink, &Destination::Table("db.t".into()), &options)
@@ -760,7 +840,33 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("in.csv, line 5"), "{err}");
         assert_eq!(ExitStatus::of(&err), ExitStatus::Failed);
-        assert_eq!(fixture.log(), ["prepare db.t (id)", "write 2"]);
+        assert_eq!(fixture.log(), ["prepare db.t (id)", "write 2", "abort"]);
+        // What the abort cleaned up is said after the error.
+        assert!(
+            err.message().ends_with("\n  deleted 2 uncommitted data files"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_interrupt_before_the_commit_aborts_and_says_so() {
+        let fixture = Fixture::new(CSV);
+        let mut sink = RecordingSink::default();
+        let options = RunOptions::default();
+        options.interrupt.raise();
+        let err = fixture
+            .run("[]", &mut sink, &Destination::Table("db.t".into()), &options)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Interrupted);
+        assert_eq!(ExitStatus::of(&err), ExitStatus::Interrupted);
+        assert_eq!(ExitStatus::of(&err).code(), 130);
+        assert!(
+            err.message()
+                .starts_with("interrupted (Ctrl-C) before the commit"),
+            "{err}"
+        );
+        assert_eq!(fixture.log(), ["abort"], "neither prepared, written nor flushed");
     }
 
     #[tokio::test]
@@ -791,6 +897,7 @@ mod tests {
         let mut sink = RecordingSink::default();
         let options = RunOptions {
             dead_letter: Some(fixture.dir.path().join("no/such/dir/failed.ndjson")),
+            ..RunOptions::default()
         };
         let err = fixture
             .run("[]", &mut sink, &Destination::Table("db.t".into()), &options)

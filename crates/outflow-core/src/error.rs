@@ -35,6 +35,8 @@ pub enum ErrorKind {
     Unsupported,
     /// A bug or a broken invariant inside Outflow or a library it uses.
     Internal,
+    /// The work was stopped on request (Ctrl-C) before it finished.
+    Interrupted,
 }
 
 impl ErrorKind {
@@ -52,6 +54,7 @@ impl ErrorKind {
             ErrorKind::RejectedRecords => "records rejected",
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::Internal => "internal error",
+            ErrorKind::Interrupted => "interrupted",
         }
     }
 

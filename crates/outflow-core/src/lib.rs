@@ -34,4 +34,6 @@ pub use evolution::{
 };
 pub use retry::{RetryClass, RetryPolicy};
 pub use select::{FieldAccessDescriptor, FlattenPolicy};
-pub use sink::{DestinationPlan, FailedRecord, PlannedAction, PrepareDestination, Sink, WriteResult};
+pub use sink::{
+    Aborted, DestinationPlan, FailedRecord, PlannedAction, PrepareDestination, Sink, WriteResult,
+};

@@ -112,6 +112,47 @@ impl WriteResult {
     }
 }
 
+/// What [`Sink::abort`] cleaned up, and what it could not.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Aborted {
+    /// Tables the sink created that never received a commit, now removed.
+    pub removed_tables: Vec<String>,
+    /// Data files written for commits that never happened, now deleted.
+    pub deleted_files: u64,
+    /// What is left behind, each naming the table or file and why it stays.
+    pub left: Vec<String>,
+}
+
+impl Aborted {
+    /// One line for the end of an error message: what was removed and what is left, or
+    /// `None` when there was nothing to clean up.
+    pub fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if !self.removed_tables.is_empty() {
+            parts.push(format!(
+                "removed {} {}, created by this run and never committed to",
+                if self.removed_tables.len() == 1 {
+                    "table"
+                } else {
+                    "tables"
+                },
+                self.removed_tables.join(", ")
+            ));
+        }
+        if self.deleted_files > 0 {
+            parts.push(format!(
+                "deleted {} uncommitted data file{}",
+                self.deleted_files,
+                if self.deleted_files == 1 { "" } else { "s" }
+            ));
+        }
+        if !self.left.is_empty() {
+            parts.push(format!("left behind: {}", self.left.join("; ")));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
 named_enum! {
     /// What preparing a destination does.
     pub enum PlannedAction {
@@ -211,6 +252,16 @@ pub trait Sink: Send {
     /// it closes takes the default, which hands over none.
     fn take_failed(&mut self) -> Vec<FailedRecord> {
         Vec::new()
+    }
+
+    /// Gives up what has not been committed, after a failure or an interruption: data
+    /// files written for a commit that never happened are deleted, and tables the sink (or
+    /// its preparer) created that never received a commit are removed, so a failed run
+    /// leaves nothing but what the result names. Best effort: it never fails, and what it
+    /// could not remove is listed. Writing after aborting is an error. A sink whose writes
+    /// are visible as they go has nothing to give up and keeps the default.
+    async fn abort(&mut self) -> Aborted {
+        Aborted::default()
     }
 }
 

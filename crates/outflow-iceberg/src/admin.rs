@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::slice;
+use std::sync::{Arc, Mutex};
 
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
@@ -13,8 +14,9 @@ use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use outflow_core::evolution::EvolutionPlan;
 use outflow_core::schema::{InputSchema, NameMapping, Schema};
 use outflow_core::{
-    CreateDisposition, DestinationPlan, Error, ErrorKind, EvolutionPlanner, IncompatibleSchemaHandling,
-    PlannedAction, PrepareDestination, Result, SchemaEvolutionConfig, WriteDisposition,
+    Aborted, CreateDisposition, DestinationPlan, Error, ErrorKind, EvolutionPlanner,
+    IncompatibleSchemaHandling, PlannedAction, PrepareDestination, Result, SchemaEvolutionConfig,
+    WriteDisposition,
 };
 
 use crate::client::{IcebergCatalog, IcebergResultExt};
@@ -25,6 +27,42 @@ use crate::schema::{from_iceberg_schema, parse_table_ident, table_name, to_icebe
 
 /// How many times a schema commit is re-planned after losing a race before giving up.
 const SCHEMA_COMMIT_ATTEMPTS: usize = 5;
+
+/// The tables a sink and its preparer created, shared between them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CreatedTables(Arc<Mutex<Vec<TableIdent>>>);
+
+impl CreatedTables {
+    pub(crate) fn record(&self, ident: &TableIdent) {
+        self.0.lock().expect("not poisoned").push(ident.clone());
+    }
+
+    /// The tables created so far; the record is emptied.
+    pub(crate) fn take(&self) -> Vec<TableIdent> {
+        std::mem::take(&mut *self.0.lock().expect("not poisoned"))
+    }
+}
+
+/// Removes `ident`, created by this process, when it never received a commit (nothing
+/// but its metadata and uncommitted files of this process is there); a table someone
+/// committed to meanwhile is kept.
+pub(crate) async fn remove_uncommitted(catalog: &IcebergCatalog, ident: &TableIdent, aborted: &mut Aborted) {
+    let name = table_name(ident);
+    match catalog.load_table(ident).await {
+        Ok(None) => {}
+        Ok(Some(table)) if table.metadata().current_snapshot().is_some() => {}
+        Ok(Some(table)) => match catalog.purge_table(&table).await {
+            Ok(()) => aborted.removed_tables.push(name),
+            Err(e) => aborted
+                .left
+                .push(format!("table {name}, created by this run: {}", e.message())),
+        },
+        Err(e) => aborted.left.push(format!(
+            "table {name}, created by this run, could not be checked: {}",
+            e.message()
+        )),
+    }
+}
 
 /// Loads or creates the destination table for data shaped like `input`; says whether it
 /// created it. Under `write_disposition: empty` a table with rows is an error.
@@ -212,12 +250,24 @@ pub(crate) async fn evolve(
 pub struct IcebergPreparer {
     catalog: IcebergCatalog,
     options: IcebergSinkOptions,
+    created: CreatedTables,
 }
 
 impl IcebergPreparer {
     /// A preparer of the tables `options` names, through `catalog`.
     pub fn new(catalog: IcebergCatalog, options: IcebergSinkOptions) -> Self {
-        IcebergPreparer { catalog, options }
+        IcebergPreparer {
+            catalog,
+            options,
+            created: CreatedTables::default(),
+        }
+    }
+
+    /// The same preparer, recording the tables it creates in `created` (a sink's, so that
+    /// aborting the sink removes them when they never received a commit).
+    pub(crate) fn recording_into(mut self, created: CreatedTables) -> Self {
+        self.created = created;
+        self
     }
 
     /// What preparing `destination` would do, and the error it would hit, if any.
@@ -300,7 +350,10 @@ impl PrepareDestination for IcebergPreparer {
             return Err(error);
         }
         let input = InputSchema::new(Schema::from_arrow(schema)?);
-        let (table, _) = prepare_table(&self.catalog, &self.options, destination, &input).await?;
+        let (table, created) = prepare_table(&self.catalog, &self.options, destination, &input).await?;
+        if created {
+            self.created.record(table.identifier());
+        }
         if planned.action == PlannedAction::Update {
             evolve(&self.catalog, self.options.schema_evolution(), table, &input).await?;
         }

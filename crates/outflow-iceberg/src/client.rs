@@ -522,6 +522,21 @@ impl IcebergCatalog {
             .ok_or_else(|| Error::not_found("table", table_name(ident)))
     }
 
+    /// Drops `table` from the catalog and deletes its files: its metadata, the files its
+    /// snapshots reference, and whatever else is under its location.
+    pub async fn purge_table(&self, table: &Table) -> Result<()> {
+        let ident = table.identifier();
+        let name = table_name(ident);
+        self.change(&format!("removing table {name}"), self.inner.purge_table(ident))
+            .await?;
+        let location = table.metadata().location();
+        table
+            .file_io()
+            .delete_prefix(location)
+            .await
+            .doing(format_args!("deleting {location}, the location of table {name}"))
+    }
+
     /// Creates a table (and its namespace); when another writer created it first, loads
     /// theirs. Returns the table and whether this call created it.
     pub async fn create_table(

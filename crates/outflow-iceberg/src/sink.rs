@@ -31,13 +31,13 @@ use outflow_core::evolution::Verdict;
 use outflow_core::schema::{InputSchema, NameMapping, Schema, conform_batch_mapped};
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
-    Error, ErrorKind, FailedRecord, IncompatibleSchemaHandling, Prepared, Result, Sink, TwoPhaseSink,
-    WriteDisposition, WriteResult,
+    Aborted, Error, ErrorKind, FailedRecord, IncompatibleSchemaHandling, Prepared, Result, Sink,
+    TwoPhaseSink, WriteDisposition, WriteResult,
 };
 
-use crate::admin::{IcebergPreparer, evolve, prepare_table};
+use crate::admin::{CreatedTables, IcebergPreparer, evolve, prepare_table, remove_uncommitted};
 use crate::client::{IcebergCatalog, IcebergResultExt};
-use crate::commit::{CommitOutcome, DataCommit, SnapshotKind, commit_data, name_mapping};
+use crate::commit::{CommitOutcome, DataCommit, SnapshotKind, commit_data, find_commit, name_mapping};
 use crate::options::IcebergSinkOptions;
 use crate::schema::{from_iceberg_schema, parse_table_ident};
 use crate::staged::StagedFiles;
@@ -49,6 +49,9 @@ pub struct IcebergSink {
     options: IcebergSinkOptions,
     writer_id: String,
     tables: HashMap<String, TableWriter>,
+    /// The tables this sink and its preparer created, which aborting removes when they
+    /// never received a commit.
+    created: CreatedTables,
     rows_seen: u64,
     result: WriteResult,
     closed: bool,
@@ -79,6 +82,7 @@ impl IcebergSink {
             options,
             writer_id: uuid::Uuid::new_v4().to_string(),
             tables: HashMap::new(),
+            created: CreatedTables::default(),
             rows_seen: 0,
             result: WriteResult::default(),
             closed: false,
@@ -103,12 +107,15 @@ impl IcebergSink {
     /// Prepares (or plans) this sink's destination tables, for runners that prepare each
     /// destination before its first row.
     pub fn preparer(&self) -> IcebergPreparer {
-        IcebergPreparer::new(self.catalog.clone(), self.options.clone())
+        IcebergPreparer::new(self.catalog.clone(), self.options.clone()).recording_into(self.created.clone())
     }
 
     async fn table_writer(&mut self, name: &str, input: &InputSchema) -> Result<&mut TableWriter> {
         if !self.tables.contains_key(name) {
-            let (table, _) = prepare_table(&self.catalog, &self.options, name, input).await?;
+            let (table, created) = prepare_table(&self.catalog, &self.options, name, input).await?;
+            if created {
+                self.created.record(table.identifier());
+            }
             let writer = TableWriter::new(name, table, self.options.write_disposition(), &self.writer_id)?;
             self.tables.insert(name.to_string(), writer);
         }
@@ -281,6 +288,18 @@ impl Sink for IcebergSink {
     fn take_failed(&mut self) -> Vec<FailedRecord> {
         std::mem::take(&mut self.result.failed)
     }
+
+    async fn abort(&mut self) -> Aborted {
+        let mut aborted = Aborted::default();
+        for writer in self.tables.values_mut() {
+            writer.discard(&self.catalog, &mut aborted).await;
+        }
+        for ident in self.created.take() {
+            remove_uncommitted(&self.catalog, &ident, &mut aborted).await;
+        }
+        self.closed = true;
+        aborted
+    }
 }
 
 #[async_trait]
@@ -445,6 +464,50 @@ impl TableWriter {
             ident: self.ident.clone(),
             commit,
         }))
+    }
+
+    /// Deletes the data files written for a commit that did not happen. A commit whose
+    /// answer was lost may have happened: the table is checked for its commit id first, and
+    /// when it cannot be checked the files stay (and are listed).
+    async fn discard(&mut self, catalog: &IcebergCatalog, aborted: &mut Aborted) {
+        let pending = match self.prepare_commit().await {
+            Ok(Some(pending)) => pending,
+            Ok(None) => return,
+            Err(e) => {
+                let why = e.message();
+                aborted
+                    .left
+                    .push(format!("data files being written to {}: {why}", self.name));
+                return;
+            }
+        };
+        self.pending.clear();
+        let files = &pending.commit.files;
+        if files.is_empty() {
+            return;
+        }
+        match catalog.load_table(&self.ident).await {
+            Ok(Some(table)) if find_commit(&table, &pending.commit.commit_id).is_some() => return,
+            Ok(_) => {}
+            Err(e) => {
+                aborted.left.push(format!(
+                    "{} data files of {} whose commit could not be checked: {}",
+                    files.len(),
+                    self.name,
+                    e.message()
+                ));
+                return;
+            }
+        }
+        let io = self.table.file_io();
+        for file in files {
+            match io.delete(file.file_path()).await {
+                Ok(()) => aborted.deleted_files += 1,
+                Err(e) => aborted
+                    .left
+                    .push(format!("uncommitted data file {}: {e}", file.file_path())),
+            }
+        }
     }
 
     /// Records a successful commit of `pending`.

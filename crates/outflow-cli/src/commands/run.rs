@@ -11,7 +11,7 @@ use crate::job::{Job, JobFile};
 use crate::output::Style;
 use crate::output::progress::Progress;
 use crate::output::summary::{run_document, run_summary};
-use crate::run::{Pipeline, RunOptions, RunReport, run};
+use crate::run::{Interrupt, Pipeline, RunOptions, RunReport, run};
 
 /// Examples for `outflow run --help`.
 pub const AFTER_HELP: &str = "\
@@ -74,6 +74,25 @@ pub fn status_of(report: &RunReport) -> ExitStatus {
     }
 }
 
+/// The first Ctrl-C asks the run to stop (it removes what it has not committed, or
+/// finishes a commit under way), a second one ends the process at once.
+fn on_ctrl_c(interrupt: &Interrupt) {
+    let interrupt = interrupt.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!(
+            "outflow: interrupted: stopping the run and removing what it has not committed (Ctrl-C again to quit at once)"
+        );
+        interrupt.raise();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("outflow: quitting at once; a commit under way may or may not have happened");
+            std::process::exit(ExitStatus::Interrupted.code().into());
+        }
+    });
+}
+
 async fn run_job(file: &JobFile, quiet: bool) -> Result<RunReport> {
     let job: Job = file.parse()?;
     if let Some(engine) = &job.engine {
@@ -86,7 +105,9 @@ async fn run_job(file: &JobFile, quiet: bool) -> Result<RunReport> {
     let mut built = job.sink.relative_to(file.dir()).open().await?;
     let options = RunOptions {
         dead_letter: job.dead_letter.as_deref().map(|p| file.resolve(p)),
+        ..RunOptions::default()
     };
+    on_ctrl_c(&options.interrupt);
     let progress = Progress::on_stderr(quiet);
     run(
         pipeline,

@@ -297,3 +297,137 @@ fn a_server_error_from_a_rest_catalog_is_a_service_failure_naming_the_real_endpo
     assert!(!stderr.contains("invalid configuration"), "{stderr}");
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
+
+/// A job writing `db.t` from `in.csv` (`id` long, `note` string) in batches of 100 rows.
+fn small_batch_job(dir: &Path) -> std::path::PathBuf {
+    write(
+        dir,
+        "job.yaml",
+        "source:\n  path: in.csv\n  batch_size: 100\n  csv: { schema: [ {name: id, type: long}, {name: note, type: string} ] }\n\
+         sink:\n  iceberg:\n    catalog: { type: sql, uri: lake/catalog.db, warehouse: lake/wh }\n    table: db.t\n",
+    )
+}
+
+fn csv_rows(rows: std::ops::Range<u64>) -> String {
+    std::iter::once("id,note\n".to_string())
+        .chain(rows.map(|i| format!("{i},row number {i} of the test input\n")))
+        .collect()
+}
+
+/// The files under `dir`, recursively (none when it does not exist).
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flat_map(|e| {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                files_under(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_run_that_fails_part_way_leaves_no_table_and_no_files_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = csv_rows(0..1000);
+    input.push_str("oops,not a number\n");
+    write(dir.path(), "in.csv", &input);
+    let job = small_batch_job(dir.path());
+    let failed = outflow().arg("run").arg(&job).arg("--quiet").assert().code(1);
+    let stderr = String::from_utf8_lossy(&failed.get_output().stderr).to_string();
+    assert!(stderr.contains("in.csv, line 1002"), "{stderr}");
+    assert!(
+        stderr.contains("removed table db.t, created by this run and never committed to"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("uncommitted data file"), "{stderr}");
+    assert_eq!(
+        files_under(&dir.path().join("lake/wh")),
+        Vec::<std::path::PathBuf>::new()
+    );
+    // Nothing of the failed run remains: plan would create the table, and a rerun on good
+    // input writes every row once.
+    outflow()
+        .arg("plan")
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(contains("create"));
+    write(dir.path(), "in.csv", &csv_rows(0..1000));
+    outflow().arg("run").arg(&job).arg("--quiet").assert().success();
+    let catalog = TestCatalog::Sql {
+        name: "outflow".into(),
+        db: dir.path().join("lake/catalog.db"),
+        warehouse: dir.path().join("lake/wh"),
+    };
+    let read = catalog.read_both("db.t");
+    assert_eq!(read["row_count"], 1000);
+    assert_eq!(read["snapshots"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn ctrl_c_stops_a_run_and_removes_what_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "in.csv", &csv_rows(0..5_000_000));
+    let job = small_batch_job(dir.path());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_outflow"))
+        .arg("run")
+        .arg(&job)
+        .arg("--quiet")
+        .env_remove("OUTFLOW_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupted once it is writing data files.
+    let data = dir.path().join("lake/wh/db/t/data");
+    let started = std::time::Instant::now();
+    while files_under(&data).is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no data file after 60 s"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before it was interrupted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the run did not stop within 60 s of Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("outflow: interrupted: stopping the run"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was committed"), "{stderr}");
+    assert!(stderr.contains("removed table db.t"), "{stderr}");
+    assert_eq!(
+        files_under(&dir.path().join("lake/wh")),
+        Vec::<std::path::PathBuf>::new()
+    );
+}

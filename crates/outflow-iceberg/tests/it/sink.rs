@@ -712,3 +712,54 @@ async fn a_schema_too_deep_for_table_metadata_creates_and_evolves_nothing() {
     assert_eq!(read["row_count"], 2);
     assert_eq!(snapshot_count(&read), 2);
 }
+
+/// The data files under a table's location.
+fn data_files(fixture: &SqlFixture, table: &str) -> usize {
+    let (ns, name) = table.split_once('.').unwrap();
+    let dir = fixture
+        .dir
+        .path()
+        .join("warehouse")
+        .join(ns)
+        .join(name)
+        .join("data");
+    std::fs::read_dir(dir).map_or(0, |entries| entries.count())
+}
+
+#[tokio::test]
+async fn abort_removes_what_was_not_committed_and_keeps_what_was() {
+    let fixture = sql_catalog();
+    // A table the sink created and never committed to goes, with its files.
+    let mut fresh = sink(options(&fixture.config, "ab.fresh").build().unwrap()).await;
+    fresh.write(events(0..10, "eu")).await.unwrap();
+    let aborted = fresh.abort().await;
+    assert_eq!(aborted.removed_tables, ["ab.fresh"]);
+    assert_eq!(aborted.deleted_files, 1);
+    assert!(aborted.left.is_empty(), "{aborted:?}");
+    assert!(!fixture.dir.path().join("warehouse/ab/fresh").exists());
+    let catalog = IcebergCatalog::connect(&fixture.config).await.unwrap();
+    assert!(
+        catalog
+            .load_table(&parse_table_ident("ab.fresh").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        fresh.write(events(0..1, "eu")).await.is_err(),
+        "an aborted sink writes no more"
+    );
+
+    // A table with a commit stays as committed; only the files written after it go.
+    let mut kept = sink(options(&fixture.config, "ab.kept").build().unwrap()).await;
+    kept.write(events(0..10, "eu")).await.unwrap();
+    kept.flush().await.unwrap();
+    kept.write(events(10..20, "eu")).await.unwrap();
+    let aborted = kept.abort().await;
+    assert!(aborted.removed_tables.is_empty(), "{aborted:?}");
+    assert_eq!(aborted.deleted_files, 1);
+    assert_eq!(data_files(&fixture, "ab.kept"), 1);
+    let read = fixture.readers.read_both("ab.kept");
+    assert_eq!(read["row_count"], 10);
+    assert_eq!(snapshot_count(&read), 1);
+}
