@@ -278,7 +278,8 @@ impl TableTemplate {
             .collect()
     }
 
-    /// Checks that every placeholder names a non-nested field of `schema`.
+    /// Checks that every placeholder names a non-nested field of `schema`; an error is the
+    /// job's (invalid configuration of `table`), naming the column.
     pub fn validate(&self, schema: &Schema) -> Result<()> {
         for part in &self.parts {
             if let Part::Field(path) = part {
@@ -286,10 +287,10 @@ impl TableTemplate {
                 let mut data_type = None;
                 for segment in path {
                     let field = fields.iter().find(|f| f.name() == segment).ok_or_else(|| {
-                        Error::invalid_input(format!(
-                            "destination template {self}: the rows have no field {}",
-                            path.join(".")
-                        ))
+                        Error::invalid_config(
+                            "table",
+                            format!("template {self}: the rows have no field {}", path.join(".")),
+                        )
                         .with_context("column", path.join("."))
                     })?;
                     data_type = Some(field.data_type().clone());
@@ -304,10 +305,14 @@ impl TableTemplate {
                         DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_) | DataType::Map(..)
                     )
                 ) {
-                    return Err(Error::invalid_input(format!(
-                        "destination template {self}: field {} is nested and cannot name a table",
-                        path.join(".")
-                    )));
+                    return Err(Error::invalid_config(
+                        "table",
+                        format!(
+                            "template {self}: field {} is nested and cannot name a table",
+                            path.join(".")
+                        ),
+                    )
+                    .with_context("column", path.join(".")));
                 }
             }
         }
@@ -433,6 +438,7 @@ mod tests {
     use arrow_schema::{Field, Fields};
 
     use super::*;
+    use crate::ErrorKind;
 
     fn batch() -> RecordBatch {
         let user = StructArray::new(
@@ -560,6 +566,11 @@ mod tests {
             .validate(&schema)
             .unwrap_err();
         assert!(err.to_string().contains("no field nope"), "{err}");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert_eq!(
+            (err.context_value("field"), err.context_value("column")),
+            (Some("table"), Some("nope"))
+        );
         let err = Destination::parse("t_{user}")
             .unwrap()
             .validate(&schema)
