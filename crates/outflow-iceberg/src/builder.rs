@@ -264,7 +264,10 @@ mod tests {
             .table_options(partitioned)
             .build()
             .unwrap_err();
-        assert_eq!(never.context_value("field"), Some("table_options"));
+        assert_eq!(
+            never.context_value("field"),
+            Some("table_options.partition_fields")
+        );
         let level = IcebergSinkOptions::builder()
             .catalog(catalog())
             .table("db.t")

@@ -6,13 +6,16 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use arrow_schema::Schema as ArrowSchema;
+use outflow_core::schema::Schema;
 use outflow_core::{
     CreateDisposition, Destination, Error, Result, RetryPolicy, SchemaEvolutionConfig, WriteDisposition,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::builder::{IcebergSinkOptionsBuilder, TableCreateOptionsBuilder};
-use crate::partition::{PartitionField, SortField};
+use crate::partition::{PartitionField, SortField, partition_spec, sort_order};
+use crate::schema::to_iceberg_schema;
 
 const DEFAULT_CATALOG_NAME: &str = "outflow";
 
@@ -278,15 +281,39 @@ impl TableCreateOptions {
 
     /// Refuses settings that would silently do nothing: table options where nothing is
     /// created. `creator` names who would create the table, for the message.
+    /// The error names the setting given (`table_options.partition_fields`...).
     pub(crate) fn validate(&self, create: CreateDisposition, creator: &str) -> Result<()> {
-        if create == CreateDisposition::CreateNever && !self.is_empty() {
-            return Err(Error::invalid_config(
-                "table_options",
+        if create != CreateDisposition::CreateNever {
+            return Ok(());
+        }
+        let given = [
+            ("table_options.partition_fields", self.partition_fields.is_empty()),
+            ("table_options.sort_order", self.sort_order.is_empty()),
+            ("table_options.properties", self.properties.is_empty()),
+        ];
+        match given.into_iter().find(|(_, empty)| !empty) {
+            Some((key, _)) => Err(Error::invalid_config(
+                key,
                 format!(
                     "only applies when {creator} creates the table, and create_disposition is create_never"
                 ),
-            ));
+            )),
+            None => Ok(()),
         }
+    }
+
+    /// Checks the partition and sort fields against the schema of the rows a table would
+    /// be created from, without I/O: every column they name exists and has a type its
+    /// transform takes. The error names the setting and the column.
+    pub fn check_input(&self, schema: &ArrowSchema) -> Result<()> {
+        if self.partition_fields.is_empty() && self.sort_order.is_empty() {
+            return Ok(());
+        }
+        let mut input = Schema::from_arrow(schema)?.without_ids();
+        input.assign_missing_ids(0);
+        let table = to_iceberg_schema(&input, 0)?;
+        partition_spec(&table, &self.partition_fields)?;
+        sort_order(&table, &self.sort_order)?;
         Ok(())
     }
 }
@@ -414,6 +441,14 @@ impl IcebergSinkOptions {
         }
     }
 
+    /// Checks the options against the schema of the rows the sink will receive, without
+    /// I/O: the fields a table template names, and the partition and sort fields of a table
+    /// the sink would create. What `outflow check` adds to [`validate`](Self::validate).
+    pub fn check_input(&self, schema: &ArrowSchema) -> Result<()> {
+        self.table.validate(schema)?;
+        self.table_options.check_input(schema)
+    }
+
     /// Checks the options without I/O, naming the field at fault.
     pub fn validate(&self) -> Result<()> {
         self.catalog.validate()?;
@@ -488,7 +523,7 @@ target_file_size_bytes: 1048576
         .unwrap();
         assert_eq!(
             never.validate().unwrap_err().context_value("field"),
-            Some("table_options")
+            Some("table_options.partition_fields")
         );
         let dry: IcebergSinkOptions = serde_yaml_ng::from_str(
             "catalog: {type: memory}\ntable: a.b\nschema_evolution: {options: [addition], dry_run: true}\n",
@@ -498,6 +533,147 @@ target_file_size_bytes: 1048576
             dry.validate().unwrap_err().context_value("field"),
             Some("schema_evolution.dry_run")
         );
+    }
+
+    fn rows() -> ArrowSchema {
+        use arrow_schema::{DataType, Field, Fields, TimeUnit};
+        ArrowSchema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("city", DataType::Utf8, true),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
+            Field::new("score", DataType::Float64, true),
+            Field::new(
+                "user",
+                DataType::Struct(Fields::from(vec![Field::new("name", DataType::Utf8, true)])),
+                true,
+            ),
+        ])
+    }
+
+    fn laid_out(partition_fields: &[&str], sort_order: &[&str]) -> IcebergSinkOptions {
+        let mut layout = TableCreateOptions::builder();
+        for field in partition_fields {
+            layout = layout.partition_field(*field);
+        }
+        for field in sort_order {
+            layout = layout.sort_field(*field);
+        }
+        IcebergSinkOptions::builder()
+            .catalog(CatalogConfig::Memory {
+                warehouse: None,
+                name: default_name(),
+            })
+            .table("db.t_{city}")
+            .table_options(layout.build().unwrap())
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn check_input_accepts_fields_the_rows_have() {
+        laid_out(
+            &["day(ts)", "bucket(16, id)", "truncate(4, city)", "user.name"],
+            &["id desc", "user.name"],
+        )
+        .check_input(&rows())
+        .unwrap();
+        laid_out(&[], &[]).check_input(&rows()).unwrap();
+    }
+
+    #[test]
+    fn check_input_names_the_setting_and_the_column() {
+        let cases = [
+            (
+                &["day(started)"][..],
+                &[][..],
+                "table_options.partition_fields",
+                "started",
+                "the rows have no column started",
+            ),
+            (
+                &["day(city)"],
+                &[],
+                "table_options.partition_fields",
+                "city",
+                "column city is string, which the day transform does not take",
+            ),
+            (
+                &["month(id)"],
+                &[],
+                "table_options.partition_fields",
+                "id",
+                "which the month transform does not take",
+            ),
+            (
+                &["bucket(8, score)"],
+                &[],
+                "table_options.partition_fields",
+                "score",
+                "column score is double",
+            ),
+            (
+                &["truncate(4, ts)"],
+                &[],
+                "table_options.partition_fields",
+                "ts",
+                "truncate transform",
+            ),
+            (
+                &["user"],
+                &[],
+                "table_options.partition_fields",
+                "user",
+                "identity transform",
+            ),
+            (
+                &[],
+                &["nope desc"],
+                "table_options.sort_order",
+                "nope",
+                "the rows have no column nope",
+            ),
+            (
+                &[],
+                &["user"],
+                "table_options.sort_order",
+                "user",
+                "sort by a column of a primitive type",
+            ),
+        ];
+        for (partition, sort, key, column, says) in cases {
+            let err = laid_out(partition, sort).check_input(&rows()).unwrap_err();
+            assert_eq!(err.kind(), outflow_core::ErrorKind::InvalidConfig, "{err}");
+            assert_eq!(err.context_value("field"), Some(key), "{err}");
+            assert_eq!(err.context_value("column"), Some(column), "{err}");
+            assert!(err.to_string().contains(says), "{partition:?} {sort:?}: {err}");
+        }
+        let collides = laid_out(&["day(ts) as city"], &[])
+            .check_input(&rows())
+            .unwrap_err();
+        assert_eq!(
+            collides.context_value("field"),
+            Some("table_options.partition_fields")
+        );
+    }
+
+    #[test]
+    fn check_input_checks_template_fields() {
+        let err = IcebergSinkOptions::builder()
+            .catalog(CatalogConfig::Memory {
+                warehouse: None,
+                name: default_name(),
+            })
+            .table("db.t_{region}")
+            .build()
+            .unwrap()
+            .check_input(&rows())
+            .unwrap_err();
+        assert_eq!(err.context_value("field"), Some("table"), "{err}");
+        assert_eq!(err.context_value("column"), Some("region"), "{err}");
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use iceberg::spec::{
-    NullOrder, Schema as IcebergSchema, SortDirection, SortField as IcebergSortField, SortOrder, Transform,
-    UnboundPartitionSpec,
+    NestedField, NullOrder, Schema as IcebergSchema, SortDirection, SortField as IcebergSortField, SortOrder,
+    Transform, UnboundPartitionSpec,
 };
 use outflow_core::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -206,14 +206,36 @@ impl<'de> Deserialize<'de> for SortField {
     }
 }
 
-fn source_id(schema: &IcebergSchema, column: &str, setting: &str) -> Result<i32> {
-    schema.field_by_name(column).map(|f| f.id).ok_or_else(|| {
-        Error::invalid_config(setting, format!("column {column} is not in the table's schema"))
+/// The option key of the partition fields, as errors name it.
+const PARTITION_FIELDS: &str = "table_options.partition_fields";
+/// The option key of the sort order, as errors name it.
+const SORT_ORDER: &str = "table_options.sort_order";
+
+/// The column `column` of `schema`, which a setting (`key`, the field as written) names.
+fn source_field<'a>(
+    schema: &'a IcebergSchema,
+    column: &str,
+    key: &str,
+    written: &str,
+) -> Result<&'a NestedField> {
+    schema.field_by_name(column).map(AsRef::as_ref).ok_or_else(|| {
+        Error::invalid_config(key, format!("{written}: the rows have no column {column}"))
             .with_context("column", column.to_string())
     })
 }
 
-/// The partition spec for `fields` over `schema` (field ids from `schema`).
+/// A transform's name as users write it (`bucket`, not iceberg-rust's `bucket[16]`).
+fn transform_name(transform: Transform) -> String {
+    match transform {
+        Transform::Bucket(_) => "bucket".into(),
+        Transform::Truncate(_) => "truncate".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The partition spec for `fields` over `schema` (field ids from `schema`). Every source
+/// column must exist and have a type its transform takes, and the spec must bind to the
+/// schema (no name colliding with a column, no field twice), as creating the table requires.
 pub fn partition_spec(
     schema: &IcebergSchema,
     fields: &[PartitionField],
@@ -223,12 +245,29 @@ pub fn partition_spec(
     }
     let mut builder = UnboundPartitionSpec::builder();
     for field in fields {
-        let id = source_id(schema, &field.source, "partition_fields")?;
+        let written = field.to_string();
+        let source = source_field(schema, &field.source, PARTITION_FIELDS, &written)?;
+        if field.transform.result_type(&source.field_type).is_err() {
+            return Err(Error::invalid_config(
+                PARTITION_FIELDS,
+                format!(
+                    "{written}: column {} is {}, which the {} transform does not take",
+                    field.source,
+                    source.field_type,
+                    transform_name(field.transform)
+                ),
+            )
+            .with_context("column", field.source.clone()));
+        }
         builder = builder
-            .add_partition_field(id, field.partition_name(), field.transform)
-            .doing(format_args!("partition field {field}"))?;
+            .add_partition_field(source.id, field.partition_name(), field.transform)
+            .map_err(|e| Error::invalid_config(PARTITION_FIELDS, format!("{written}: {}", e.message())))?;
     }
-    Ok(Some(builder.build()))
+    let spec = builder.build();
+    spec.clone()
+        .bind(schema.clone())
+        .map_err(|e| Error::invalid_config(PARTITION_FIELDS, e.message()))?;
+    Ok(Some(spec))
 }
 
 /// The sort order for `fields` over `schema`.
@@ -239,10 +278,21 @@ pub fn sort_order(schema: &IcebergSchema, fields: &[SortField]) -> Result<Option
     let mut builder = SortOrder::builder();
     builder.with_order_id(1);
     for field in fields {
-        let id = source_id(schema, &field.source, "sort_order")?;
+        let written = field.to_string();
+        let source = source_field(schema, &field.source, SORT_ORDER, &written)?;
+        if !source.field_type.is_primitive() {
+            return Err(Error::invalid_config(
+                SORT_ORDER,
+                format!(
+                    "{written}: column {} is {}; sort by a column of a primitive type",
+                    field.source, source.field_type
+                ),
+            )
+            .with_context("column", field.source.clone()));
+        }
         builder.with_sort_field(
             IcebergSortField::builder()
-                .source_id(id)
+                .source_id(source.id)
                 .transform(Transform::Identity)
                 .direction(if field.descending {
                     SortDirection::Descending

@@ -321,7 +321,7 @@ mod tests {
         let never = base()
             .create_disposition(CreateDisposition::CreateNever)
             .table_options(TableCreateOptions::builder().property("k", "v").build().unwrap());
-        assert_eq!(field(never).as_deref(), Some("table_options"));
+        assert_eq!(field(never).as_deref(), Some("table_options.properties"));
     }
 
     #[test]
