@@ -26,6 +26,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use arrow_schema::Schema;
 use gcloud_sdk::google::bigtable::admin::v2 as admin;
 use gcloud_sdk::prost_types;
 use outflow_core::{CreateDisposition, Destination, Error, Result, RetryPolicy};
@@ -36,7 +37,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::batch::Batching;
 use crate::builder::{BigtableSinkOptionsBuilder, TableCreateOptionsBuilder};
 use crate::client::BigtableConnection;
-use crate::schema::{CellTimestamp, ColumnMapping, RowKey, RowMapping};
+use crate::schema::{CellTimestamp, ColumnMapping, RowEncoder, RowKey, RowMapping};
 use crate::sink::Settings;
 
 /// When Bigtable may delete old cells of a column family.
@@ -742,6 +743,17 @@ impl BigtableSinkOptions {
         self.settings().map(|_| ())
     }
 
+    /// Checks the options against the schema of the rows the sink will receive, without
+    /// I/O: the fields a table template names, and the row key, column, timestamp and
+    /// delete-marker fields, each present with a type its role takes. The error names the
+    /// option and the column. What `outflow check` adds to [`validate`](Self::validate);
+    /// the column families are checked against the table when it is prepared.
+    pub fn check_input(&self, schema: &Schema) -> Result<()> {
+        let settings = self.settings()?;
+        settings.destination.validate(schema)?;
+        RowEncoder::for_fields(schema, &settings.mapping).map(|_| ())
+    }
+
     /// Checks everything without I/O, naming the field at fault, and gives the settings a
     /// sink runs with.
     pub(crate) fn settings(&self) -> Result<Settings> {
@@ -1039,6 +1051,101 @@ column_families:
                 expected,
                 "{text}"
             );
+        }
+    }
+
+    fn sink_options(row_key: RowKey, columns: ColumnMapping) -> crate::BigtableSinkOptionsBuilder {
+        BigtableSinkOptions::builder()
+            .project("p")
+            .instance("i")
+            .destination(Destination::parse("users_{region}").unwrap())
+            .create_disposition(CreateDisposition::CreateNever)
+            .row_key(row_key)
+            .columns(columns)
+    }
+
+    fn rows() -> Schema {
+        use arrow_schema::{DataType, Field, TimeUnit};
+        Schema::new(vec![
+            Field::new("user_id", DataType::Utf8, false),
+            Field::new("region", DataType::Utf8, true),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("seen", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+        ])
+    }
+
+    #[test]
+    fn check_input_accepts_the_fields_the_rows_have() {
+        sink_options(
+            RowKey::fields(["region", "user_id"], "#"),
+            ColumnMapping::explicit([crate::Column::new("name", "profile")]),
+        )
+        .timestamp(CellTimestamp::Field("seen".into()))
+        .build()
+        .unwrap()
+        .check_input(&rows())
+        .unwrap();
+    }
+
+    #[test]
+    fn check_input_names_the_option_and_the_column() {
+        let family = || ColumnMapping::family("cf");
+        let cases = [
+            (
+                sink_options(RowKey::field("userid"), family()),
+                "row_key",
+                "userid",
+            ),
+            (
+                sink_options(RowKey::fields(["user_id", "regoin"], "#"), family()),
+                "row_key",
+                "regoin",
+            ),
+            (
+                sink_options(
+                    RowKey::field("user_id"),
+                    ColumnMapping::explicit([
+                        crate::Column::new("name", "cf"),
+                        crate::Column::new("nmae", "cf"),
+                    ]),
+                ),
+                "columns.explicit[1].field",
+                "nmae",
+            ),
+            (
+                sink_options(RowKey::field("user_id"), family())
+                    .timestamp(CellTimestamp::Field("seen_at".into())),
+                "timestamp.field",
+                "seen_at",
+            ),
+            (
+                sink_options(RowKey::field("user_id"), family())
+                    .timestamp(CellTimestamp::Field("name".into())),
+                "timestamp.field",
+                "name",
+            ),
+            (
+                sink_options(RowKey::field("user_id"), family()).delete_marker("op"),
+                "delete_marker",
+                "op",
+            ),
+            (
+                sink_options(RowKey::field("user_id"), ColumnMapping::StructFamilies),
+                "columns",
+                "region",
+            ),
+            (
+                sink_options(RowKey::field("user_id"), family())
+                    .destination(Destination::parse("users_{country}").unwrap()),
+                "table",
+                "country",
+            ),
+        ];
+        for (builder, key, column) in cases {
+            let err = builder.build().unwrap().check_input(&rows()).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+            assert_eq!(err.context_value("field"), Some(key), "{err}");
+            assert_eq!(err.context_value("column"), Some(column), "{err}");
         }
     }
 

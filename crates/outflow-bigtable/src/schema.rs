@@ -443,20 +443,28 @@ impl RowEncoder {
         families: &HashMap<String, std::result::Result<ValueType, String>>,
         table: &str,
     ) -> Result<RowEncoder> {
-        let find = |role: &str, name: &str| -> Result<usize> {
+        RowEncoder::for_fields(schema, mapping)?.with_families(schema, families, table)
+    }
+
+    /// The half of [`RowEncoder::new`] that needs no table: every field the mapping names
+    /// exists in `schema` with a type its role takes (an error names the option and the
+    /// column), and every cell's qualifier and type can be written.
+    pub(crate) fn for_fields(schema: &Schema, mapping: &RowMapping) -> Result<RowEncoder> {
+        let find = |key: &str, role: &str, name: &str| -> Result<usize> {
             schema.index_of(name).map_err(|_| {
-                Error::invalid_input(format!("{role} field {name:?} is not in the rows' schema"))
+                Error::invalid_config(key, format!("{role} field {name:?} is not in the rows' schema"))
                     .with_context("column", name)
             })
         };
         let mut key = Vec::new();
         for name in &mapping.row_key.fields {
-            let index = find("row key", name)?;
+            let index = find("row_key", "row key", name)?;
             let data_type = schema.field(index).data_type();
             if data_type.is_nested() {
-                return Err(Error::invalid_input(format!(
-                    "row key field {name:?} is {data_type}; a key field must be a scalar"
-                ))
+                return Err(Error::invalid_config(
+                    "row_key",
+                    format!("row key field {name:?} is {data_type}; a key field must be a scalar"),
+                )
                 .with_context("column", name.clone()));
             }
             check_encodable(name, data_type)?;
@@ -466,12 +474,15 @@ impl RowEncoder {
             CellTimestamp::WriteTime => TimestampPlan::WriteTime,
             CellTimestamp::ServerTime => TimestampPlan::ServerTime,
             CellTimestamp::Field(name) => {
-                let column = find("timestamp", name)?;
+                let column = find("timestamp.field", "timestamp", name)?;
                 let data_type = schema.field(column).data_type();
                 if !matches!(data_type, DataType::Timestamp(..) | DataType::Int64) {
-                    return Err(Error::invalid_input(format!(
-                        "timestamp field {name:?} is {data_type}; it must be a Timestamp or Int64 microseconds"
-                    ))
+                    return Err(Error::invalid_config(
+                        "timestamp.field",
+                        format!(
+                            "timestamp field {name:?} is {data_type}; it must be a Timestamp or Int64 microseconds"
+                        ),
+                    )
                     .with_context("column", name.clone()));
                 }
                 TimestampPlan::Field {
@@ -483,15 +494,18 @@ impl RowEncoder {
         let marker = match &mapping.delete_marker {
             None => None,
             Some(name) => {
-                let column = find("delete marker", name)?;
+                let column = find("delete_marker", "delete marker", name)?;
                 let data_type = schema.field(column).data_type();
                 if !matches!(
                     data_type,
                     DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean
                 ) {
-                    return Err(Error::invalid_input(format!(
-                        "delete marker field {name:?} is {data_type}; it must be a string or a boolean"
-                    ))
+                    return Err(Error::invalid_config(
+                        "delete_marker",
+                        format!(
+                            "delete marker field {name:?} is {data_type}; it must be a string or a boolean"
+                        ),
+                    )
                     .with_context("column", name.clone()));
                 }
                 Some((name.clone(), column))
@@ -519,10 +533,10 @@ impl RowEncoder {
                 }
             }
             ColumnMapping::Explicit(columns) => {
-                for c in columns {
+                for (i, c) in columns.iter().enumerate() {
                     cells.push(CellPlan {
                         name: c.field.clone(),
-                        column: find("column", &c.field)?,
+                        column: find(&format!("columns.explicit[{i}].field"), "column", &c.field)?,
                         child: None,
                         family: c.family.clone(),
                         qualifier: c.qualifier().as_bytes().to_vec(),
@@ -536,12 +550,15 @@ impl RowEncoder {
                         continue;
                     }
                     let DataType::Struct(children) = field.data_type() else {
-                        return Err(Error::invalid_input(format!(
-                            "field {:?} is {}; with struct_families every field other than the key, \
-                             timestamp and delete marker must be a struct (its name is the family)",
-                            field.name(),
-                            field.data_type()
-                        ))
+                        return Err(Error::invalid_config(
+                            "columns",
+                            format!(
+                                "field {:?} is {}; with struct_families every field other than the key, \
+                                 timestamp and delete marker must be a struct (its name is the family)",
+                                field.name(),
+                                field.data_type()
+                            ),
+                        )
                         .with_context("column", field.name().clone()));
                     };
                     for (child, sub) in children.iter().enumerate() {
@@ -557,7 +574,36 @@ impl RowEncoder {
                 }
             }
         }
-        for cell in &mut cells {
+        for cell in &cells {
+            if cell.qualifier.len() > limits::MAX_QUALIFIER_BYTES {
+                return Err(Error::invalid_input(format!(
+                    "the qualifier of field {:?} is {} bytes; Bigtable allows {}",
+                    cell.name,
+                    cell.qualifier.len(),
+                    limits::MAX_QUALIFIER_BYTES
+                ))
+                .with_context("column", cell.name.clone()));
+            }
+            check_encodable(&cell.name, field_type(schema, cell))?;
+        }
+        Ok(RowEncoder {
+            key,
+            separator: mapping.row_key.separator.as_bytes().to_vec(),
+            timestamp,
+            marker,
+            cells,
+        })
+    }
+
+    /// The half of [`RowEncoder::new`] that needs the table: every cell's family exists
+    /// in it, and aggregate families get integer fields.
+    fn with_families(
+        mut self,
+        schema: &Schema,
+        families: &HashMap<String, std::result::Result<ValueType, String>>,
+        table: &str,
+    ) -> Result<RowEncoder> {
+        for cell in &mut self.cells {
             let value_type = match families.get(&cell.family) {
                 Some(Ok(value_type)) => *value_type,
                 Some(Err(other)) => {
@@ -581,18 +627,8 @@ impl RowEncoder {
                     .with_context("family", cell.family.clone()));
                 }
             };
-            if cell.qualifier.len() > limits::MAX_QUALIFIER_BYTES {
-                return Err(Error::invalid_input(format!(
-                    "the qualifier of field {:?} is {} bytes; Bigtable allows {}",
-                    cell.name,
-                    cell.qualifier.len(),
-                    limits::MAX_QUALIFIER_BYTES
-                ))
-                .with_context("column", cell.name.clone()));
-            }
             cell.aggregate = value_type.is_aggregate();
             let data_type = field_type(schema, cell);
-            check_encodable(&cell.name, data_type)?;
             if cell.aggregate && !is_integer(data_type) {
                 return Err(Error::invalid_input(format!(
                     "field {:?} is {data_type}, but column family {:?} is an aggregate ({value_type}) over \
@@ -603,13 +639,7 @@ impl RowEncoder {
                 .with_context("family", cell.family.clone()));
             }
         }
-        Ok(RowEncoder {
-            key,
-            separator: mapping.row_key.separator.as_bytes().to_vec(),
-            timestamp,
-            marker,
-            cells,
-        })
+        Ok(self)
     }
 
     /// Encodes the rows `rows` of `batch`. `now_micros` is the write time (used by
