@@ -26,6 +26,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use arrow_schema::Schema as ArrowSchema;
 use outflow_core::{
     CreateDisposition, Destination, Error, RetryPolicy, SchemaEvolutionConfig, WriteDisposition,
 };
@@ -365,6 +366,37 @@ impl BigQuerySinkOptions {
         self.request_timeout
     }
 
+    /// Checks the options against the schema of the rows the sink will receive, without
+    /// I/O: the fields a table template names, and the time-partitioning and clustering
+    /// columns of a table the sink would create, which the rows must have (a partitioning
+    /// column the rows lack would put every row in the NULL partition). The error names the
+    /// option and the column. What `outflow check` adds to [`validate`](Self::validate).
+    pub fn check_input(&self, schema: &ArrowSchema) -> Result<(), Error> {
+        self.table.validate(schema)?;
+        let partitioning = self.time_partitioning.iter().filter_map(|p| p.field.as_deref());
+        let named = partitioning
+            .map(|column| ("time_partitioning.field", column))
+            .chain(
+                self.clustering
+                    .iter()
+                    .map(|column| ("clustering", column.as_str())),
+            );
+        for (key, column) in named {
+            if !schema
+                .fields()
+                .iter()
+                .any(|f| f.name().eq_ignore_ascii_case(column))
+            {
+                return Err(Error::invalid_config(
+                    key,
+                    format!("the rows have no column {column} (a table is created with it from `schema`)"),
+                )
+                .with_context("column", column.to_string()));
+            }
+        }
+        Ok(())
+    }
+
     /// The same options with a relative service-account key file taken relative to `base`
     /// instead of the working directory.
     pub fn relative_to(&self, base: &Path) -> BigQuerySinkOptions {
@@ -490,6 +522,44 @@ impl<'de> Deserialize<'de> for BigQuerySinkOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn partitioned() -> BigQuerySinkOptions {
+        use crate::schema::{FieldType, TableField};
+        BigQuerySinkOptions::builder()
+            .table("p.d.events_{region}")
+            .schema(TableSchema::new(vec![
+                TableField::new("id", FieldType::Int64),
+                TableField::new("region", FieldType::String),
+                TableField::new("ts", FieldType::Timestamp),
+            ]))
+            .time_partitioning(TimePartitioning::on(PartitionType::Day, "ts"))
+            .clustering(["ID", "region"])
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn check_input_needs_the_columns_the_options_name() {
+        use arrow_schema::{DataType, Field, TimeUnit};
+        let id = Field::new("id", DataType::Int64, true);
+        let region = Field::new("region", DataType::Utf8, true);
+        let ts = Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true);
+        let options = partitioned();
+        options
+            .check_input(&ArrowSchema::new(vec![id.clone(), region.clone(), ts.clone()]))
+            .unwrap();
+        let cases = [
+            (vec![id.clone(), region.clone()], "time_partitioning.field", "ts"),
+            (vec![region.clone(), ts.clone()], "clustering", "ID"),
+            (vec![id, ts], "table", "region"),
+        ];
+        for (fields, key, column) in cases {
+            let err = options.check_input(&ArrowSchema::new(fields)).unwrap_err();
+            assert_eq!(err.kind(), outflow_core::ErrorKind::InvalidConfig, "{err}");
+            assert_eq!(err.context_value("field"), Some(key), "{err}");
+            assert_eq!(err.context_value("column"), Some(column), "{err}");
+        }
+    }
 
     #[test]
     fn a_relative_key_file_resolves_against_a_base() {
