@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use arrow_schema::Schema;
 use async_trait::async_trait;
 use outflow_bigquery::{BigQueryCommitter, BigQuerySink, BigQuerySinkOptions};
 use outflow_core::{Destination, DynCommitter, DynTwoPhaseSink, Result};
@@ -20,6 +21,10 @@ impl Connector for BigQuerySinkOptions {
 
     fn validate(&self) -> Result<()> {
         BigQuerySinkOptions::validate(self)
+    }
+
+    fn check_input(&self, schema: &Schema) -> Result<()> {
+        BigQuerySinkOptions::check_input(self, schema)
     }
 
     fn relative_to(&self, base: &Path) -> Self {

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use arrow_schema::Schema;
 use async_trait::async_trait;
 use outflow_bigtable::{BigtableCommitter, BigtableSink, BigtableSinkOptions};
 use outflow_core::{Destination, DynCommitter, DynTwoPhaseSink, Result};
@@ -19,6 +20,10 @@ impl Connector for BigtableSinkOptions {
 
     fn validate(&self) -> Result<()> {
         BigtableSinkOptions::validate(self)
+    }
+
+    fn check_input(&self, schema: &Schema) -> Result<()> {
+        BigtableSinkOptions::check_input(self, schema)
     }
 
     fn destination(&self) -> Option<&Destination> {

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use arrow_schema::Schema;
 use async_trait::async_trait;
 use outflow_core::{Destination, DynCommitter, DynTwoPhaseSink, Result};
 
@@ -18,6 +19,10 @@ pub(crate) trait Connector: Clone + Send + Sync {
 
     /// Checks the options without I/O.
     fn validate(&self) -> Result<()>;
+
+    /// Checks the options against the schema of the rows the sink will receive, without
+    /// I/O: every field an option names.
+    fn check_input(&self, schema: &Schema) -> Result<()>;
 
     /// The options with relative paths resolved against `base` (absolute).
     fn relative_to(&self, _base: &Path) -> Self {

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use arrow_schema::Schema;
 use async_trait::async_trait;
 use outflow_core::{Destination, DynCommitter, DynTwoPhaseSink, Result};
 use outflow_iceberg::{IcebergCommitter, IcebergSink, IcebergSinkOptions};
@@ -20,6 +21,10 @@ impl Connector for IcebergSinkOptions {
 
     fn validate(&self) -> Result<()> {
         IcebergSinkOptions::validate(self)
+    }
+
+    fn check_input(&self, schema: &Schema) -> Result<()> {
+        IcebergSinkOptions::check_input(self, schema)
     }
 
     fn relative_to(&self, base: &Path) -> Self {

@@ -35,6 +35,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use arrow_schema::Schema;
 use outflow_core::{Destination, DynCommitter, DynTwoPhaseSink, Error, PrepareDestination, Result, Sink};
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -137,6 +138,16 @@ impl SinkSpec {
     /// does with the sink section).
     pub fn validate(&self) -> Result<()> {
         with_options!(self, options => Connector::validate(options.as_ref()))
+    }
+
+    /// Checks the options against the schema of the rows the sink will receive, without
+    /// I/O, naming the option and the column at fault: the fields a table template names
+    /// and every field another option names (partition and sort fields with the types their
+    /// transforms take, row-key, column and timestamp fields, clustering columns). What
+    /// `outflow check` and `outflow plan` do with the schema after the transforms (or the
+    /// engine query's), and what a run does before it reaches a service.
+    pub fn check_input(&self, schema: &Schema) -> Result<()> {
+        with_options!(self, options => Connector::check_input(options.as_ref(), schema))
     }
 
     /// The same spec with relative paths in the options (a SQLite catalog, a warehouse, a
@@ -323,6 +334,33 @@ mod tests {
         let err = not_built(&sink);
         assert_eq!(err.context_value("feature"), Some("bigquery"));
         assert!(err.message().contains("built without the bigquery sink"), "{err}");
+    }
+
+    #[test]
+    fn check_input_reaches_every_built_sink() {
+        use arrow_schema::{DataType, Field};
+        let rows = Schema::new(vec![Field::new("id", DataType::Int64, false)]);
+        let mut specs = Vec::new();
+        #[cfg(feature = "iceberg")]
+        specs.push((
+            "iceberg: {catalog: {type: memory}, table: db.t, table_options: {partition_fields: [day(ts)]}}",
+            "table_options.partition_fields",
+        ));
+        #[cfg(feature = "bigquery")]
+        specs.push((
+            "bigquery: {table: 'p.d.t_{region}', create_disposition: create_never}",
+            "table",
+        ));
+        #[cfg(feature = "bigtable")]
+        specs.push((
+            "bigtable: {project: p, instance: i, table: t, create_disposition: create_never, row_key: key, columns: {family: cf}}",
+            "row_key",
+        ));
+        for (yaml, key) in specs {
+            let spec: SinkSpec = serde_yaml_ng::from_str(yaml).unwrap();
+            let err = spec.check_input(&rows).unwrap_err();
+            assert_eq!(err.context_value("field"), Some(key), "{yaml}: {err}");
+        }
     }
 
     #[cfg(feature = "iceberg")]
