@@ -8,8 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::{Array, UInt64Array};
-use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
+use datafusion::dataframe::{DataFrame, DataFrameWriteOptions};
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::csv::CsvFormat;
 use datafusion::datasource::file_format::json::JsonFormat;
@@ -17,6 +19,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::DataFusionError;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::StreamExt;
 use outflow_core::{Error, ErrorKind, FailedRecord, Result, WriteResult};
 use outflow_datafusion::SinkTable;
 
@@ -28,25 +31,121 @@ use crate::source::{SourceFile, resolve};
 /// The sink's name in the statement.
 const SINK_TABLE: &str = "outflow_sink";
 
-/// Runs `job` as one statement; see the module docs.
-pub async fn run(job: &Job, engine: &EngineSpec, file: &JobFile, progress: &Progress) -> Result<RunReport> {
-    let started = Instant::now();
+/// The job's query, planned and not run: what it reads and the rows it selects.
+pub struct PlannedQuery {
+    ctx: SessionContext,
+    query: DataFrame,
+    files: Vec<SourceFile>,
+    format: Format,
+    source_schema: SchemaRef,
+    schema: SchemaRef,
+}
+
+impl std::fmt::Debug for PlannedQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlannedQuery")
+            .field("files", &self.files)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PlannedQuery {
+    /// The source's files.
+    pub fn files(&self) -> &[SourceFile] {
+        &self.files
+    }
+
+    /// The source's format.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// The table `source` as DataFusion reads it.
+    pub fn source_schema(&self) -> &SchemaRef {
+        &self.source_schema
+    }
+
+    /// The schema of the rows the query selects: what the sink receives.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Runs the query on this machine, handing each batch to `each`, and says what was
+    /// read; writes nothing.
+    pub async fn read(
+        self,
+        progress: &Progress,
+        mut each: impl FnMut(&RecordBatch) -> Result<()>,
+    ) -> Result<ReadStats> {
+        let bytes = self.files.iter().map(|f| f.size).sum();
+        progress.start("reading", bytes, self.files.len());
+        let mut stream = self
+            .query
+            .execute_stream()
+            .await
+            .map_err(|e| engine_error("engine.sql", e))?;
+        let mut rows = 0;
+        while let Some(batch) = stream.next().await {
+            let batch = batch.map_err(|e| engine_error("engine.sql", e))?;
+            rows += batch.num_rows() as u64;
+            progress.batch(batch.num_rows() as u64, 0);
+            each(&batch)?;
+        }
+        progress.finish();
+        Ok(ReadStats {
+            files: self.files.len() as u64,
+            bytes,
+            rows_read: rows,
+            rows_out: rows,
+        })
+    }
+}
+
+/// Plans `job`'s query over its source files without running it, in a session on this
+/// machine (`local`, for `check` and `plan`: no service is reached) or in the one the run
+/// uses (a Ballista cluster when the job names a scheduler). What the engine does not take
+/// is refused first.
+pub async fn plan(job: &Job, engine: &EngineSpec, file: &JobFile, local: bool) -> Result<PlannedQuery> {
     check(job)?;
     let (files, format) = resolve(&job.source.path, file.dir(), job.source.format)?;
+    let ctx = if local {
+        local_context(engine, job.source.batch_size)
+    } else {
+        context(engine, job.source.batch_size).await?
+    };
+    let source_schema = register_source(&ctx, &files, format, &job.source).await?;
+    let query = ctx
+        .sql(engine.query())
+        .await
+        .map_err(|e| engine_error("engine.sql", e))?;
+    let schema = query.schema().inner().clone();
+    Ok(PlannedQuery {
+        ctx,
+        query,
+        files,
+        format,
+        source_schema,
+        schema,
+    })
+}
+
+/// Runs `job`'s planned query as one statement; see the module docs.
+pub async fn run(job: &Job, planned: PlannedQuery, file: &JobFile, progress: &Progress) -> Result<RunReport> {
+    let started = Instant::now();
+    let PlannedQuery {
+        ctx,
+        query,
+        files,
+        schema,
+        ..
+    } = planned;
     let dead_letter = job.dead_letter.as_deref().map(|p| file.resolve(p));
     // Created (emptied) first, as the runner does; the commit appends to it. The stream
     // itself only counts: the statement's commit writes the file.
     RejectionStream::open(dead_letter.as_deref())?;
     let mut rejections = RejectionStream::open(None)?;
 
-    let ctx = context(engine, job.source.batch_size).await?;
-    progress.stage("planning");
-    register_source(&ctx, &files, format, &job.source).await?;
-    let query = ctx
-        .sql(engine.query())
-        .await
-        .map_err(|e| engine_error("engine.sql", e))?;
-    let schema = query.schema().inner().clone();
     // The statement's writers may run in other processes: paths go absolute.
     let mut table = SinkTable::from_spec(schema, job.sink.relative_to(file.dir()));
     if let Some(path) = &dead_letter {
@@ -91,7 +190,8 @@ pub async fn run(job: &Job, engine: &EngineSpec, file: &JobFile, progress: &Prog
 }
 
 /// What the engine does not take: transforms (write them in SQL) and typed CSV/NDJSON
-/// schemas (DataFusion infers types; cast in SQL).
+/// schemas (DataFusion infers types; cast in SQL). `check`, `plan` and `run` refuse them
+/// alike, through [`plan`].
 fn check(job: &Job) -> Result<()> {
     if !job.transforms.is_empty() {
         return Err(Error::invalid_config(
@@ -110,13 +210,19 @@ fn check(job: &Job) -> Result<()> {
     Ok(())
 }
 
+/// A session on this machine with the job's batch size and partitions.
+fn local_context(engine: &EngineSpec, batch_size: usize) -> SessionContext {
+    let mut config = SessionConfig::new().with_batch_size(batch_size);
+    if let Some(partitions) = engine.partitions {
+        config = config.with_target_partitions(partitions);
+    }
+    SessionContext::new_with_config(config)
+}
+
+/// The session the run uses: on this machine, or on the job's Ballista cluster.
 async fn context(engine: &EngineSpec, batch_size: usize) -> Result<SessionContext> {
     let Some(url) = &engine.scheduler else {
-        let mut config = SessionConfig::new().with_batch_size(batch_size);
-        if let Some(partitions) = engine.partitions {
-            config = config.with_target_partitions(partitions);
-        }
-        return Ok(SessionContext::new_with_config(config));
+        return Ok(local_context(engine, batch_size));
     };
     let ctx = cluster(url).await?;
     let mut settings = vec![format!("SET datafusion.execution.batch_size = {batch_size}")];
@@ -147,13 +253,14 @@ async fn cluster(url: &str) -> Result<SessionContext> {
     Err(crate::features::missing("ballista", "engine.scheduler").with_context("scheduler", url.to_string()))
 }
 
-/// The source's files, exactly those the job names, as the table `source`.
+/// The source's files, exactly those the job names, as the table `source`; returns its
+/// schema.
 async fn register_source(
     ctx: &SessionContext,
     files: &[SourceFile],
     format: Format,
     spec: &SourceSpec,
-) -> Result<()> {
+) -> Result<SchemaRef> {
     let file_format: Arc<dyn FileFormat> = match format {
         Format::Parquet => Arc::new(ParquetFormat::default()),
         Format::Csv => {
@@ -183,13 +290,14 @@ async fn register_source(
         .await
         .map_err(|e| engine_error("source", e))?;
     let table = ListingTable::try_new(config).map_err(|e| engine_error("source", e))?;
+    let schema = table.schema();
     ctx.register_table("source", Arc::new(table))
         .map_err(|e| engine_error("source", e))?;
-    Ok(())
+    Ok(schema)
 }
 
 /// `count` and `failed` from the statement's answer.
-fn counts(answer: &[datafusion::arrow::array::RecordBatch]) -> Result<(u64, u64)> {
+fn counts(answer: &[RecordBatch]) -> Result<(u64, u64)> {
     let column = |name: &str| -> Result<u64> {
         answer
             .iter()

@@ -8,6 +8,8 @@
 //! - [`features`]: what this build was made with, and the command for what it lacks. The
 //!   `sink:` section and opening the sink it names are `outflow-sinks`' business.
 //! - [`run`]: the runner, generic over the core `Sink` and `PrepareDestination` traits.
+//! - [`input`]: what the sink receives (the pipeline's rows, or the engine query's), and
+//!   the check of the sink's options against its schema that `check`, `plan` and `run` share.
 //! - [`output`]: progress, the summary table, the plan tree and `--json` documents.
 //! - [`commands`]: the subcommands; [`exit`]: the exit codes.
 #![deny(missing_docs)]
@@ -18,6 +20,7 @@ pub mod engine;
 pub mod env;
 pub mod exit;
 pub mod features;
+pub mod input;
 pub mod job;
 pub mod output;
 pub mod run;

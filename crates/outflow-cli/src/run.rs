@@ -465,7 +465,7 @@ async fn prepare(
 
 /// The distinct destinations of `batch`'s rows, in order of first appearance. Rows that
 /// name no table are left out: the sink reports them as failed records.
-fn destination_names(destination: &Destination, batch: &RecordBatch) -> Result<Vec<String>> {
+pub(crate) fn destination_names(destination: &Destination, batch: &RecordBatch) -> Result<Vec<String>> {
     Ok(destination
         .assign(batch)?
         .tables

@@ -1,9 +1,12 @@
 //! `outflow check JOB.yaml`: the source and transforms of a job, without its sink.
 //!
-//! The sink section is parsed and its options validated (an unknown key or a value the
-//! sink's builder refuses is a bad job file), but no sink is built and no service is
-//! reached, so a job can be checked before the sink's credentials or service exist;
-//! `outflow plan` is the check against the destinations themselves.
+//! The sink section is parsed, its options validated (an unknown key or a value the sink's
+//! builder refuses is a bad job file) and checked against the schema the sink would
+//! receive (every field an option names: partition and sort fields, row-key fields, a
+//! table template's fields...; for an engine job, the schema of its query, planned without
+//! running it). No sink is built and no service is reached, so a job can be checked before
+//! the sink's credentials or service exist; `outflow plan` is the check against the
+//! destinations themselves.
 
 use std::path::PathBuf;
 
@@ -14,11 +17,12 @@ use serde_json::json;
 
 use super::Reporter;
 use crate::exit::ExitStatus;
+use crate::input::{JobInput, Purpose};
 use crate::job::{Job, JobFile};
 use crate::output::progress::Progress;
 use crate::output::summary::read_line;
 use crate::output::{Paint, Style, columns};
-use crate::run::{Pipeline, ReadStats, read_through};
+use crate::run::ReadStats;
 use outflow_sinks::SinkSpec;
 
 /// Examples for `outflow check --help`.
@@ -67,14 +71,12 @@ pub async fn execute(args: CheckArgs) -> ExitStatus {
 
 async fn check(file: &JobFile, args: &CheckArgs, reporter: &Reporter) -> Result<()> {
     let job: Job<SinkSpec> = file.parse()?;
-    job.sink.validate()?;
-    let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
-    let source = pipeline.source();
-    let files: Vec<String> = source.files().iter().map(|f| f.display().to_string()).collect();
-    let format = source.format();
-    let bytes = source.total_bytes();
-    let input = columns(source.schema());
-    let output = columns(pipeline.output_schema());
+    let opened = JobInput::open(&job, file, Purpose::Inspect).await?;
+    let files: Vec<String> = opened.files().iter().map(|f| f.display().to_string()).collect();
+    let format = opened.format();
+    let bytes = opened.files().iter().map(|f| f.size).sum::<u64>();
+    let input = columns(opened.source_schema());
+    let output = columns(opened.schema());
     let style = Style::for_stdout();
 
     if !reporter.json() {
@@ -104,7 +106,7 @@ async fn check(file: &JobFile, args: &CheckArgs, reporter: &Reporter) -> Result<
     let read: Option<ReadStats> = if args.schema_only {
         None
     } else {
-        Some(read_through(pipeline, &Progress::on_stderr(args.quiet)).await?)
+        Some(opened.read_through(&Progress::on_stderr(args.quiet)).await?)
     };
 
     if reporter.json() {

@@ -8,11 +8,11 @@ use serde_json::json;
 
 use super::Reporter;
 use crate::exit::ExitStatus;
+use crate::input::{JobInput, Purpose};
 use crate::job::{Job, JobFile};
 use crate::output::plan::render_plan;
 use crate::output::progress::Progress;
 use crate::output::{Paint, Style, columns};
-use crate::run::{Pipeline, destinations};
 
 /// Examples for `outflow plan --help`.
 pub const AFTER_HELP: &str = "\
@@ -86,11 +86,11 @@ pub async fn execute(args: PlanArgs) -> ExitStatus {
 
 async fn plan_job(file: &JobFile, quiet: bool) -> Result<(Vec<crate::output::Column>, Vec<DestinationPlan>)> {
     let job: Job = file.parse()?;
-    let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
-    let schema = pipeline.output_schema().clone();
+    let input = JobInput::open(&job, file, Purpose::Inspect).await?;
+    let schema = input.schema().clone();
     let built = job.sink.relative_to(file.dir()).open().await?;
     let progress = Progress::on_stderr(quiet);
-    let names = destinations(pipeline, &built.destination, &progress).await?;
+    let names = input.destinations(&built.destination, &progress).await?;
     let mut plans = Vec::with_capacity(names.len());
     for name in names {
         plans.push(built.preparer.plan(&name, &schema).await?);

@@ -7,11 +7,12 @@ use outflow_core::Result;
 
 use super::{Reporter, error_text};
 use crate::exit::ExitStatus;
+use crate::input::{JobInput, Purpose};
 use crate::job::{Job, JobFile};
 use crate::output::Style;
 use crate::output::progress::Progress;
 use crate::output::summary::{run_document, run_summary};
-use crate::run::{Interrupt, Pipeline, RunOptions, RunReport, run};
+use crate::run::{Interrupt, RunOptions, RunReport, run};
 
 /// Examples for `outflow run --help`.
 pub const AFTER_HELP: &str = "\
@@ -95,20 +96,22 @@ fn on_ctrl_c(interrupt: &Interrupt) {
 
 async fn run_job(file: &JobFile, quiet: bool) -> Result<RunReport> {
     let job: Job = file.parse()?;
-    if let Some(engine) = &job.engine {
-        #[cfg(feature = "engine")]
-        return crate::engine::run(&job, engine, file, &Progress::on_stderr(quiet)).await;
-        #[cfg(not(feature = "engine"))]
-        return Err(crate::features::missing("engine", "engine").with_context("sql", engine.query()));
+    let progress = Progress::on_stderr(quiet);
+    if job.engine.is_some() {
+        progress.stage("planning");
     }
-    let pipeline = Pipeline::open(&job.source, &job.transforms, file.dir())?;
+    // Every check that needs no service comes first, as in `check` and `plan`.
+    let pipeline = match JobInput::open(&job, file, Purpose::Run).await? {
+        JobInput::Pipeline(pipeline) => pipeline,
+        #[cfg(feature = "engine")]
+        JobInput::Query(query) => return crate::engine::run(&job, *query, file, &progress).await,
+    };
     let mut built = job.sink.relative_to(file.dir()).open().await?;
     let options = RunOptions {
         dead_letter: job.dead_letter.as_deref().map(|p| file.resolve(p)),
         ..RunOptions::default()
     };
     on_ctrl_c(&options.interrupt);
-    let progress = Progress::on_stderr(quiet);
     run(
         pipeline,
         built.sink.as_mut(),

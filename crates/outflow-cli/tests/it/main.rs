@@ -7,6 +7,7 @@ mod bigtable;
 mod cli;
 mod iceberg;
 mod iceberg_add_files;
+mod strict;
 
 /// `outflow` as a script runs it: no log filter from the environment, no colours.
 fn outflow() -> assert_cmd::Command {
