@@ -31,7 +31,7 @@ use google_cloud_bigquery::model::{ArrowRecordBatch, ArrowSchema};
 use google_cloud_bigquery::write::format::Arrow;
 use google_cloud_bigquery::write::stream_type::{CommittedStream, PendingStream};
 use google_cloud_bigquery::write::{CommittedWriter, DefaultWriter, PendingWriter};
-use google_cloud_bigquery_v2::client::{JobService, TableService};
+use google_cloud_bigquery_v2::client::{DatasetService, JobService, TableService};
 use google_cloud_gax::error::rpc::Code;
 use google_cloud_gax::retry_policy::NeverRetry;
 use outflow_core::{Error, ErrorKind, Result, RetryClass};
@@ -131,6 +131,8 @@ const REST_SERVICE: &str = "https://bigquery.googleapis.com";
 /// The clients a sink uses.
 #[derive(Clone, Debug)]
 pub struct Clients {
+    /// datasets.get.
+    pub datasets: DatasetService,
     /// tables.insert/get/patch/delete.
     pub tables: TableService,
     /// jobs.query, jobs.insert, jobs.get.
@@ -154,10 +156,12 @@ impl Clients {
             )
             .with_source(e)
         };
+        let mut datasets = DatasetService::builder().with_retry_policy(NeverRetry);
         let mut tables = TableService::builder().with_retry_policy(NeverRetry);
         let mut jobs = JobService::builder().with_retry_policy(NeverRetry);
         let mut write = Write::builder();
         if let Some(rest) = &connection.rest {
+            datasets = datasets.with_endpoint(rest);
             tables = tables.with_endpoint(rest);
             jobs = jobs.with_endpoint(rest);
         }
@@ -165,11 +169,13 @@ impl Clients {
             write = write.with_endpoint(grpc);
         }
         if let Some(c) = credentials {
+            datasets = datasets.with_credentials(c.clone());
             tables = tables.with_credentials(c.clone());
             jobs = jobs.with_credentials(c.clone());
             write = write.with_credentials(c);
         }
         Ok(Clients {
+            datasets: datasets.build().await.map_err(|e| client_error("datasets", e))?,
             tables: tables.build().await.map_err(|e| client_error("tables", e))?,
             jobs: jobs.build().await.map_err(|e| client_error("jobs", e))?,
             write: Arc::new(

@@ -187,6 +187,27 @@ impl Admin {
         Ok(answer.map(|table| TableInfo::from_api(t.clone(), &table)))
     }
 
+    /// Whether the dataset `t` is in exists (a missing table's may not).
+    pub async fn dataset_exists(&self, t: &TableRef) -> Result<bool> {
+        let what = format!("datasets.get {}.{}", t.project, t.dataset);
+        self.call(&what, || async {
+            match self
+                .clients
+                .datasets
+                .get_dataset()
+                .set_project_id(&t.project)
+                .set_dataset_id(&t.dataset)
+                .send()
+                .await
+            {
+                Ok(_) => Ok(true),
+                Err(e) if is_not_found(&e) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+    }
+
     /// Creates the table; when another writer created it first, returns theirs.
     /// The boolean says whether this call created it.
     pub async fn create(

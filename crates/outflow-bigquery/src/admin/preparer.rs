@@ -109,6 +109,12 @@ impl BigQueryPreparer {
                     DestinationPlan::failed(&name, &e).with_detail("create_disposition is create_never")
                 );
             }
+            // Tables are created in an existing dataset, never with one.
+            None if !shared.admin.dataset_exists(&t).await? => {
+                let e = Error::not_found("dataset", format!("{}.{}", t.project, t.dataset))
+                    .with_context("table", name.clone());
+                return Ok(DestinationPlan::failed(&name, &e));
+            }
             None => {
                 let mut plan = DestinationPlan::new(&name, PlannedAction::Create);
                 for d in self.creation_details() {

@@ -120,3 +120,74 @@ fn ensure_table_creates_then_evolves_as_allowed() {
     base(&v2).args(["--allow", "field-addition"]).assert().success();
     assert_eq!(names(&env.read_table(&dataset, "events")), ["id", "ts", "note"]);
 }
+
+/// `plan` says what the run then does: a column the input adds under allow_field_addition
+/// is an update, which the run makes; a dataset that does not exist fails the plan, naming
+/// it, as it would fail the run.
+#[test]
+fn plan_agrees_with_the_run_on_added_columns_and_missing_datasets() {
+    let env = BigQueryEnv::from_env();
+    let dataset = unique_name("cli");
+    env.create_dataset(&dataset);
+    let dir = tempfile::tempdir().unwrap();
+    let job = |dataset: &str| {
+        let text = format!(
+            "source: {{ path: in.csv }}\n\
+             sink:\n  bigquery:\n    project: {project}\n    dataset: {dataset}\n    table: visits\n\
+             \x20   schema: [ {{name: id, type: INT64}}, {{name: city, type: STRING}} ]\n\
+             \x20   schema_evolution: {{ options: [allow_field_addition] }}\n\
+             \x20   connection: {{ rest_endpoint: '{rest}', grpc_endpoint: '{grpc}', credentials: anonymous }}\n",
+            project = env.project,
+            rest = env.rest,
+            grpc = env.grpc,
+        );
+        let path = dir.path().join(format!("{dataset}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let plan = |path: &std::path::Path| -> (Option<i32>, Value) {
+        let out = outflow().arg("plan").arg(path).arg("--json").output().unwrap();
+        let doc = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), doc)
+    };
+    let path = job(&dataset);
+    std::fs::write(dir.path().join("in.csv"), "id,city\n1,Lisbon\n").unwrap();
+    outflow().arg("run").arg(&path).assert().success();
+    assert_eq!(names(&env.read_table(&dataset, "visits")), ["id", "city"]);
+
+    std::fs::write(dir.path().join("in.csv"), "id,city,fare\n2,Porto,7.5\n").unwrap();
+    let (code, doc) = plan(&path);
+    assert_eq!(code, Some(0), "{doc}");
+    let planned = &doc["destinations"][0];
+    assert_eq!(planned["action"], "update", "{doc}");
+    assert!(planned["evolution"].to_string().contains("fare"), "{doc}");
+    outflow().arg("run").arg(&path).assert().success();
+    assert_eq!(names(&env.read_table(&dataset, "visits")), ["id", "city", "fare"]);
+    let (code, doc) = plan(&path);
+    assert_eq!(
+        (code, &doc["destinations"][0]["action"]),
+        (Some(0), &Value::from("unchanged")),
+        "{doc}"
+    );
+
+    let missing = unique_name("missing");
+    let path = job(&missing);
+    let (code, doc) = plan(&path);
+    assert_eq!(code, Some(1), "{doc}");
+    let planned = &doc["destinations"][0];
+    assert_eq!(planned["action"], "fail", "{doc}");
+    assert!(
+        planned["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("dataset {}.{missing} does not exist", env.project)),
+        "{doc}"
+    );
+    outflow()
+        .arg("run")
+        .arg(&path)
+        .assert()
+        .code(1)
+        .stderr(contains(format!("{}.{missing}", env.project)));
+}
