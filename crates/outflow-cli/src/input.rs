@@ -33,8 +33,10 @@ pub enum JobInput {
 
 impl JobInput {
     /// Validates the sink's options, opens the input of `job` (reading schemas, not rows)
-    /// and checks the sink's options against the schema the sink will receive: every field an option names, with the
-    /// option and the column named when one is missing or of the wrong type.
+    /// and checks the sink's options against the schema the sink will receive: every field
+    /// an option names, with the option and the column named when one is missing or of the
+    /// wrong type. A job with an `engine` section needs the `engine` feature, in every
+    /// command alike.
     pub async fn open(job: &Job, file: &JobFile, purpose: Purpose) -> Result<JobInput> {
         job.sink.validate()?;
         let input = match &job.engine {

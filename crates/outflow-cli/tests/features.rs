@@ -27,17 +27,22 @@ fn job(dir: &Path, rest: &str) -> std::path::PathBuf {
 
 #[cfg(not(feature = "engine"))]
 #[test]
-fn an_engine_job_says_how_to_build_the_engine() {
+fn an_engine_job_says_how_to_build_the_engine_in_every_command() {
     let dir = tempfile::tempdir().unwrap();
     let path = job(
         dir.path(),
         "engine:\n  sql: SELECT * FROM source\nsink:\n  iceberg: {catalog: {type: memory}, table: db.t}\n",
     );
-    outflow().arg("run").arg(&path).assert().code(2).stderr(
-        contains("built without engine")
-            .and(contains("cargo run -p outflow-cli --features engine -- run"))
-            .and(contains("job.yaml")),
-    );
+    // check and plan cannot plan the query without it either.
+    for command in ["run", "check", "plan"] {
+        outflow().arg(command).arg(&path).assert().code(2).stderr(
+            contains("built without engine")
+                .and(contains(format!(
+                    "cargo run -p outflow-cli --features engine -- {command}"
+                )))
+                .and(contains("job.yaml")),
+        );
+    }
 }
 
 #[cfg(not(feature = "bigquery"))]
