@@ -58,6 +58,25 @@ impl ErrorKind {
         }
     }
 
+    /// The kind's stable name for machines (`invalid_config`, `transient`...), as the
+    /// command line's `--json` documents carry it.
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidConfig => "invalid_config",
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::SchemaIncompatible => "schema_incompatible",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Throttled => "throttled",
+            ErrorKind::Transient => "transient",
+            ErrorKind::RejectedRecords => "rejected_records",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Internal => "internal",
+            ErrorKind::Interrupted => "interrupted",
+        }
+    }
+
     /// Whether errors of this kind are worth retrying unless said otherwise.
     pub fn retryable_by_default(self) -> bool {
         matches!(

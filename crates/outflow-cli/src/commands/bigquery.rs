@@ -7,6 +7,7 @@ use outflow_bigquery::{ConnectionOptions, EnsureTable, TableSchema, TimePartitio
 use outflow_core::{CreateDisposition, Error, Result, SchemaEvolutionConfig, SchemaEvolutionOption};
 
 use crate::exit::ExitStatus;
+use crate::output::document::document;
 
 /// Examples for `outflow bigquery ensure-table --help`.
 pub const ENSURE_TABLE_HELP: &str = "\
@@ -90,23 +91,28 @@ pub struct EnsureTableArgs {
     pub json: bool,
 }
 
+/// The subcommand's name in JSON documents.
+const COMMAND: &str = "bigquery ensure-table";
+
 /// Runs `outflow bigquery ensure-table`.
 pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
     let json = args.json;
     match ensure(args).await {
         Ok(report) => {
-            if json {
-                println!("{}", serde_json::to_string(&report).expect("reports serialize"));
-            } else {
-                print!("{report}");
-            }
-            if report.succeeded() {
+            let status = if report.succeeded() {
                 ExitStatus::Ok
             } else {
                 ExitStatus::Failed
+            };
+            if json {
+                let report = serde_json::to_value(&report).expect("reports serialize");
+                println!("{}", document(COMMAND, status, report));
+            } else {
+                print!("{report}");
             }
+            status
         }
-        Err(err) => super::fail_command(&err, json),
+        Err(err) => super::fail_command(COMMAND, &err, json),
     }
 }
 

@@ -7,6 +7,7 @@ use outflow_bigtable::{BigtableConnection, TableCreateOptions};
 use outflow_core::{CreateDisposition, DestinationPlan, Error, PlannedAction, Result};
 
 use crate::exit::ExitStatus;
+use crate::output::document::document;
 
 /// Examples for `outflow bigtable ensure-table --help`.
 pub const ENSURE_TABLE_HELP: &str = "\
@@ -83,25 +84,29 @@ pub struct EnsureTableArgs {
     pub json: bool,
 }
 
+/// The subcommand's name in JSON documents.
+const COMMAND: &str = "bigtable ensure-table";
+
 /// Runs `outflow bigtable ensure-table`.
 pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
     let json = args.json;
     let dry_run = args.dry_run;
     match ensure(args).await {
         Ok(plan) => {
-            let failed = plan.action == PlannedAction::Fail;
-            if json {
-                println!("{}", serde_json::to_string(&plan).expect("plans serialize"));
-            } else {
-                print!("{}", describe(&plan, dry_run));
-            }
-            if failed {
+            let status = if plan.action == PlannedAction::Fail {
                 ExitStatus::Failed
             } else {
                 ExitStatus::Ok
+            };
+            if json {
+                let plan = serde_json::to_value(&plan).expect("plans serialize");
+                println!("{}", document(COMMAND, status, plan));
+            } else {
+                print!("{}", describe(&plan, dry_run));
             }
+            status
         }
-        Err(err) => super::fail_command(&err, json),
+        Err(err) => super::fail_command(COMMAND, &err, json),
     }
 }
 

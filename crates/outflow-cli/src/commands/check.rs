@@ -19,6 +19,7 @@ use super::Reporter;
 use crate::exit::ExitStatus;
 use crate::input::{JobInput, Purpose};
 use crate::job::{Job, JobFile};
+use crate::output::document::document;
 use crate::output::progress::Progress;
 use crate::output::summary::read_line;
 use crate::output::{Paint, Style, columns};
@@ -58,7 +59,7 @@ pub struct CheckArgs {
 
 /// Runs `outflow check`.
 pub async fn execute(args: CheckArgs) -> ExitStatus {
-    let reporter = Reporter::new(&args.job, args.json);
+    let reporter = Reporter::new("check", &args.job, args.json);
     let file = match JobFile::load(&args.job) {
         Ok(file) => file,
         Err(err) => return reporter.fail(None, &err),
@@ -110,15 +111,17 @@ async fn check(file: &JobFile, args: &CheckArgs, reporter: &Reporter) -> Result<
     };
 
     if reporter.json() {
-        let doc = json!({
-            "status": ExitStatus::Ok.as_str(),
-            "exit_code": ExitStatus::Ok.code(),
-            "job": args.job,
-            "source": { "format": format.as_str(), "files": files, "bytes": bytes },
-            "source_schema": input,
-            "schema": output,
-            "read": read,
-        });
+        let doc = document(
+            "check",
+            ExitStatus::Ok,
+            json!({
+                "job": args.job,
+                "source": { "format": format.as_str(), "files": files, "bytes": bytes },
+                "source_schema": input,
+                "schema": output,
+                "read": read,
+            }),
+        );
         println!("{doc}");
     } else if let Some(read) = read {
         let line = read_line(&read);

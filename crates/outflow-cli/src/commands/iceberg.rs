@@ -13,9 +13,9 @@ use outflow_core::{
 };
 use outflow_iceberg::add_files::{AddFiles, AddFilesOptions, AddFilesResult, BatchWindow};
 use outflow_iceberg::{CatalogConfig, TableCreateOptions};
-use serde_json::json;
 
 use crate::exit::ExitStatus;
+use crate::output::document::document;
 
 /// Examples for `outflow iceberg add-files --help`.
 pub const ADD_FILES_HELP: &str = "\
@@ -138,16 +138,14 @@ pub async fn execute_add_files(args: AddFilesArgs) -> ExitStatus {
     match add_files(args).await {
         Ok((result, status)) => {
             if json {
-                let mut doc = serde_json::to_value(&result).expect("the result serializes");
-                doc["status"] = json!(status.as_str());
-                doc["exit_code"] = json!(status.code());
-                println!("{doc}");
+                let result = serde_json::to_value(&result).expect("the result serializes");
+                println!("{}", document("iceberg add-files", status, result));
             } else {
                 print!("{}", result.render());
             }
             status
         }
-        Err(err) => super::fail_command(&err, json),
+        Err(err) => super::fail_command("iceberg add-files", &err, json),
     }
 }
 

@@ -31,7 +31,7 @@ use outflow_core::Error;
 
 use crate::exit::{EXIT_CODES_HELP, ExitStatus};
 use crate::job::JobFile;
-use crate::output::summary::error_document;
+use crate::output::document::{error_document, usage_document};
 
 const ABOUT: &str = "Load local Parquet, CSV and NDJSON files into Apache Iceberg, Google BigQuery \
                      and Cloud Bigtable, as a job file describes";
@@ -102,10 +102,24 @@ impl Command {
     }
 }
 
-/// The `outflow` binary: parses the arguments (usage errors exit with 2), runs the
-/// subcommand on a Tokio runtime and exits with its status.
+/// The `outflow` binary: parses the arguments (usage errors exit with 2, with a JSON
+/// document on stdout too when `--json` was asked for), runs the subcommand on a Tokio
+/// runtime and exits with its status.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let usage = !matches!(
+                err.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            );
+            if usage && std::env::args().any(|arg| arg == "--json") {
+                let message = err.render().to_string();
+                println!("{}", usage_document(message.trim_end()));
+            }
+            err.exit();
+        }
+    };
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -130,14 +144,16 @@ fn init_logging() {
 /// on stdout, so a script reading stdout always gets one JSON document.
 #[derive(Debug)]
 pub struct Reporter {
+    command: &'static str,
     job: PathBuf,
     json: bool,
 }
 
 impl Reporter {
-    /// A reporter for the job at `job`.
-    pub fn new(job: &Path, json: bool) -> Reporter {
+    /// A reporter for `command` (its name in JSON documents) on the job at `job`.
+    pub fn new(command: &'static str, job: &Path, json: bool) -> Reporter {
         Reporter {
+            command,
             job: job.to_path_buf(),
             json,
         }
@@ -155,23 +171,25 @@ impl Reporter {
         let message = error_text(file, err);
         eprintln!("error: {message}");
         if self.json {
-            println!("{}", error_document(&self.job, status, &message));
+            let mut body = serde_json::Map::new();
+            body.insert("job".into(), serde_json::json!(self.job));
+            let redact = |text: &str| file.map_or_else(|| text.to_string(), |f| f.redact(text));
+            println!("{}", error_document(self.command, body, err, &message, redact));
         }
         status
     }
 }
 
 /// Prints the error of a subcommand that reads no job file as [`Reporter`] does: the line on
-/// stderr always, and with `--json` `{"status", "exit_code", "error"}` on stdout. Returns the
+/// stderr always, and with `--json` the error document of `command` on stdout. Returns the
 /// exit status the error means.
-pub fn fail_command(err: &Error, json: bool) -> ExitStatus {
+pub fn fail_command(command: &str, err: &Error, json: bool) -> ExitStatus {
     let status = ExitStatus::of(err);
-    eprintln!("error: {err}");
+    let message = err.to_string();
+    eprintln!("error: {message}");
     if json {
-        println!(
-            "{}",
-            serde_json::json!({"status": status.as_str(), "exit_code": status.code(), "error": err.to_string()})
-        );
+        let doc = error_document(command, serde_json::Map::new(), err, &message, str::to_string);
+        println!("{doc}");
     }
     status
 }

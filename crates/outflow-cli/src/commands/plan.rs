@@ -10,6 +10,7 @@ use super::Reporter;
 use crate::exit::ExitStatus;
 use crate::input::{JobInput, Purpose};
 use crate::job::{Job, JobFile};
+use crate::output::document::document;
 use crate::output::plan::render_plan;
 use crate::output::progress::Progress;
 use crate::output::{Paint, Style, columns};
@@ -45,7 +46,7 @@ pub struct PlanArgs {
 
 /// Runs `outflow plan`.
 pub async fn execute(args: PlanArgs) -> ExitStatus {
-    let reporter = Reporter::new(&args.job, args.json);
+    let reporter = Reporter::new("plan", &args.job, args.json);
     let file = match JobFile::load(&args.job) {
         Ok(file) => file,
         Err(err) => return reporter.fail(None, &err),
@@ -60,13 +61,15 @@ pub async fn execute(args: PlanArgs) -> ExitStatus {
         ExitStatus::Ok
     };
     if args.json {
-        let doc = json!({
-            "status": status.as_str(),
-            "exit_code": status.code(),
-            "job": args.job,
-            "schema": schema,
-            "destinations": plans,
-        });
+        let doc = document(
+            "plan",
+            status,
+            json!({
+                "job": args.job,
+                "schema": schema,
+                "destinations": plans,
+            }),
+        );
         println!("{}", file.redact(&doc.to_string()));
     } else {
         let style = Style::for_stdout();

@@ -44,7 +44,7 @@ pub struct RunArgs {
 
 /// Runs `outflow run`.
 pub async fn execute(args: RunArgs) -> ExitStatus {
-    let reporter = Reporter::new(&args.job, args.json);
+    let reporter = Reporter::new("run", &args.job, args.json);
     let file = match JobFile::load(&args.job) {
         Ok(file) => file,
         Err(err) => return reporter.fail(None, &err),

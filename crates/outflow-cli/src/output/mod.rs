@@ -4,6 +4,7 @@
 //! Colour goes to terminals only: [`Style::for_stdout`] turns it off when stdout is not a
 //! terminal or `NO_COLOR` is set, so redirected output is plain text.
 
+pub mod document;
 pub mod plan;
 pub mod progress;
 pub mod summary;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use indicatif::{HumanBytes, HumanCount, HumanDuration};
 use serde_json::{Value, json};
 
+use super::document::document;
 use super::{Paint, Style, table};
 use crate::exit::ExitStatus;
 use crate::run::{ReadStats, RunReport};
@@ -108,27 +109,19 @@ pub fn read_line(read: &ReadStats) -> String {
 /// (per-destination counts and the first few failed records) and how many records were
 /// rejected, in all and per destination.
 pub fn run_document(job: &Path, status: ExitStatus, report: &RunReport) -> Value {
-    json!({
-        "status": status.as_str(),
-        "exit_code": status.code(),
-        "job": job,
-        "elapsed_seconds": report.elapsed.as_secs_f64(),
-        "read": report.read,
-        "prepared": report.prepared,
-        "result": report.result,
-        "rejected": report.rejected,
-        "dead_letter": report.dead_letter,
-    })
-}
-
-/// The `--json` document of a command that failed.
-pub fn error_document(job: &Path, status: ExitStatus, message: &str) -> Value {
-    json!({
-        "status": status.as_str(),
-        "exit_code": status.code(),
-        "job": job,
-        "error": message,
-    })
+    document(
+        "run",
+        status,
+        json!({
+            "job": job,
+            "elapsed_seconds": report.elapsed.as_secs_f64(),
+            "read": report.read,
+            "prepared": report.prepared,
+            "result": report.result,
+            "rejected": report.rejected,
+            "dead_letter": report.dead_letter,
+        }),
+    )
 }
 
 #[cfg(test)]
@@ -206,6 +199,8 @@ mod tests {
     #[test]
     fn the_json_document_carries_the_write_result_and_timing() {
         let doc = run_document(Path::new("job.yaml"), ExitStatus::Rejected, &report());
+        assert_eq!(doc["version"], 1);
+        assert_eq!(doc["command"], "run");
         assert_eq!(doc["status"], "rejected");
         assert_eq!(doc["exit_code"], 3);
         assert_eq!(doc["elapsed_seconds"], 1.5);

@@ -131,10 +131,15 @@ fn ensure_table_creates_then_adds_only_missing_families() {
         .code(2)
         .stderr(contains("error:"));
     let doc: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["command"], "bigtable ensure-table");
     assert_eq!(doc["status"], "usage");
     assert_eq!(doc["exit_code"], 2);
     assert!(
-        doc["error"].as_str().unwrap().contains("column_families"),
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("column_families"),
         "{doc}"
     );
 }

@@ -246,6 +246,10 @@ fn check_reads_the_source_through_the_transforms() {
     let output = outflow().args(["check", "--json"]).arg(&path).output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (doc["version"].clone(), doc["command"].clone()),
+        (1.into(), "check".into())
+    );
     assert_eq!(doc["status"], "ok");
     assert_eq!(doc["source"]["format"], "csv");
     let files: Vec<String> = doc["source"]["files"]
@@ -368,10 +372,47 @@ fn json_errors_are_one_document_on_stdout() {
     let output = outflow().args(["run", "--json"]).arg(&path).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["command"], "run");
     assert_eq!(doc["status"], "usage");
     assert_eq!(doc["exit_code"], 2);
+    let error = &doc["error"];
+    assert_eq!(error["kind"], "invalid_config");
     assert!(
-        doc["error"].as_str().unwrap().contains("unknown field `extra`"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `extra`"),
         "{doc}"
     );
+    // Every place key is there, null when the error names none.
+    for key in ["file", "line", "key", "column", "table", "row"] {
+        assert!(error.get(key).is_some(), "{key} missing from {doc}");
+    }
+    assert!(error["context"].is_object(), "{doc}");
+}
+
+#[test]
+fn argument_errors_are_a_json_document_too_when_json_is_asked_for() {
+    let output = outflow()
+        .args(["run", "--json", "--no-such-flag", "job.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["status"], "usage");
+    assert_eq!(doc["error"]["kind"], "usage");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--no-such-flag"),
+        "{doc}"
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--no-such-flag"));
+    // Without --json, clap's own message only.
+    let plain = outflow().args(["run", "--no-such-flag"]).output().unwrap();
+    assert_eq!(plain.status.code(), Some(2));
+    assert!(plain.stdout.is_empty());
 }

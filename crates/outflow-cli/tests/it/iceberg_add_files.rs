@@ -64,6 +64,7 @@ open(f"{D}/notes.parquet", "w").write("not parquet")
         .stdout
         .clone();
     let doc: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(doc["command"], "iceberg add-files");
     assert_eq!(
         (doc["status"].clone(), doc["rejected"].clone()),
         (json!("rejected"), json!(true))
