@@ -238,9 +238,10 @@ fn default_infer_rows() -> usize {
 pub struct ColumnSpec {
     /// The column name.
     pub name: String,
-    /// The type, as the core schema model writes it: `long`, `double`, `string`,
-    /// `timestamptz`, `decimal(10,2)`..., or `{struct: [...]}`, `{list: {...}}` for nested
-    /// NDJSON values.
+    /// The type, as Iceberg, Spark or DuckDB write it (docs/jobs.md lists them): `long`,
+    /// `bigint`, `varchar`, `timestamptz`, `decimal(10,2)`..., and for nested NDJSON values
+    /// `list<string>`, `map<string, long>`, `struct<a: int, b: string>` (or the structured
+    /// form, `{struct: [...]}`, `{list: {...}}`).
     #[serde(rename = "type")]
     pub data_type: DataType,
     /// Whether the column never holds nulls (default false).
@@ -261,8 +262,8 @@ pub enum TransformSpec {
     Rename(BTreeMap<String, String>),
     /// Keeps the rows where one column compares true with a value.
     Filter(FilterSpec),
-    /// Converts top-level columns to other types, `column: type`. A value that does not
-    /// convert fails the run, naming the column and the row.
+    /// Converts top-level columns to other (primitive) types, `column: type`. A value that
+    /// does not convert fails the run, naming the column and the row.
     Cast(BTreeMap<String, PrimitiveType>),
 }
 

@@ -12,7 +12,8 @@ use assert_cmd::cargo::cargo_bin_cmd;
 use predicates::prelude::*;
 use predicates::str::contains;
 
-const SINK: &str = "sink:\n  iceberg: { catalog: { type: memory }, table: db.t }\n";
+/// A sink that needs no service: an in-memory Iceberg catalog.
+pub(crate) const SINK: &str = "sink:\n  iceberg: { catalog: { type: memory }, table: db.t }\n";
 
 fn outflow() -> assert_cmd::Command {
     let mut cmd = cargo_bin_cmd!("outflow");
@@ -20,7 +21,8 @@ fn outflow() -> assert_cmd::Command {
     cmd
 }
 
-fn job(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+/// Writes `text` to `dir/name` (a job file, or its data) and returns the path.
+pub(crate) fn job(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path

@@ -8,6 +8,7 @@ mod cli;
 mod iceberg;
 mod iceberg_add_files;
 mod strict;
+mod types;
 
 /// `outflow` as a script runs it: no log filter from the environment, no colours.
 fn outflow() -> assert_cmd::Command {

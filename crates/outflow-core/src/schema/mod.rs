@@ -16,9 +16,9 @@ mod matching;
 mod name_mapping;
 mod path;
 mod stats;
+mod type_name;
 
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,7 @@ pub use self::name_mapping::{MappedField, NAME_MAPPING_PROPERTY, NameMapping};
 pub use self::path::{join_path, path_of, quote_name, split_path};
 pub(crate) use self::path::{names as path_names, split_last as split_last_name};
 pub use self::stats::{InputSchema, NullCount};
+pub use self::type_name::PRIMITIVE_NAMES;
 
 /// The path segment naming a list's element.
 pub const LIST_ELEMENT: &str = "element";
@@ -107,78 +108,6 @@ impl PrimitiveType {
     }
 }
 
-impl fmt::Display for PrimitiveType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use PrimitiveType::*;
-        match self {
-            Boolean => f.write_str("boolean"),
-            Int => f.write_str("int"),
-            Long => f.write_str("long"),
-            Float => f.write_str("float"),
-            Double => f.write_str("double"),
-            Decimal { precision, scale } => write!(f, "decimal({precision},{scale})"),
-            Date => f.write_str("date"),
-            Time => f.write_str("time"),
-            Timestamp => f.write_str("timestamp"),
-            TimestampTz => f.write_str("timestamptz"),
-            TimestampNs => f.write_str("timestamp_ns"),
-            TimestampTzNs => f.write_str("timestamptz_ns"),
-            String => f.write_str("string"),
-            Uuid => f.write_str("uuid"),
-            Fixed(len) => write!(f, "fixed[{len}]"),
-            Binary => f.write_str("binary"),
-            Json => f.write_str("json"),
-        }
-    }
-}
-
-impl FromStr for PrimitiveType {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        use PrimitiveType::*;
-        let t = s.trim().to_ascii_lowercase();
-        let simple = match t.as_str() {
-            "boolean" | "bool" => Some(Boolean),
-            "int" | "integer" | "int32" => Some(Int),
-            "long" | "bigint" | "int64" => Some(Long),
-            "float" | "float32" => Some(Float),
-            "double" | "float64" => Some(Double),
-            "date" => Some(Date),
-            "time" => Some(Time),
-            "timestamp" | "datetime" => Some(Timestamp),
-            "timestamptz" => Some(TimestampTz),
-            "timestamp_ns" => Some(TimestampNs),
-            "timestamptz_ns" => Some(TimestampTzNs),
-            "string" => Some(String),
-            "uuid" => Some(Uuid),
-            "binary" | "bytes" => Some(Binary),
-            "json" => Some(Json),
-            _ => None,
-        };
-        if let Some(simple) = simple {
-            return Ok(simple);
-        }
-        let bad = || Error::invalid_config("type", format!("unknown type {s:?}"));
-        if let Some(args) = t.strip_prefix("decimal(").and_then(|r| r.strip_suffix(')')) {
-            let (p, sc) = args.split_once(',').ok_or_else(bad)?;
-            let precision: u8 = p.trim().parse().map_err(|_| bad())?;
-            let scale: i8 = sc.trim().parse().map_err(|_| bad())?;
-            if precision == 0 || precision > 76 || scale < 0 || scale as u8 > precision {
-                return Err(Error::invalid_config(
-                    "type",
-                    format!("{s:?}: precision must be 1..=76 and scale 0..=precision"),
-                ));
-            }
-            return Ok(Decimal { precision, scale });
-        }
-        if let Some(len) = t.strip_prefix("fixed[").and_then(|r| r.strip_suffix(']')) {
-            return Ok(Fixed(len.trim().parse().map_err(|_| bad())?));
-        }
-        Err(bad())
-    }
-}
-
 impl Serialize for PrimitiveType {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -194,7 +123,13 @@ impl<'de> Deserialize<'de> for PrimitiveType {
 }
 
 /// A field's type: a primitive, or a struct, list or map of fields.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// Read from text as Iceberg, Spark and DuckDB write types (`long`, `list<string>`,
+/// `struct<a: int, b: string>`...; see [`PRIMITIVE_NAMES`]) and printed as Iceberg does.
+/// Deserialized from that text or from the structured form it serializes to, a one-key map
+/// (`{struct: [fields]}`, `{list: field}`, `{map: {key, value}}`) that keeps field ids and
+/// docs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(untagged)]
 pub enum DataType {
     /// A primitive type.
@@ -215,6 +150,51 @@ pub enum DataType {
         /// The key field (named `key`) and value field (named `value`).
         map: Box<MapFields>,
     },
+}
+
+impl<'de> Deserialize<'de> for DataType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_any(DataTypeVisitor)
+    }
+}
+
+struct DataTypeVisitor;
+
+impl<'de> serde::de::Visitor<'de> for DataTypeVisitor {
+    type Value = DataType;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a type such as long, decimal(10,2), list<string> or struct<a: int>")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<DataType, E> {
+        s.parse().map_err(|e: Error| E::custom(e.message()))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<DataType, A::Error> {
+        const FORMS: &[&str] = &["struct", "list", "map"];
+        let Some(key) = map.next_key::<std::string::String>()? else {
+            return Err(serde::de::Error::invalid_length(0, &self));
+        };
+        let data_type = match key.as_str() {
+            "struct" => DataType::Struct {
+                fields: map.next_value()?,
+            },
+            "list" => DataType::List {
+                list: map.next_value()?,
+            },
+            "map" => DataType::Map {
+                map: map.next_value()?,
+            },
+            other => return Err(serde::de::Error::unknown_field(other, FORMS)),
+        };
+        if let Some(extra) = map.next_key::<std::string::String>()? {
+            return Err(serde::de::Error::custom(format!(
+                "a type is one key ({key}), not also {extra}"
+            )));
+        }
+        Ok(data_type)
+    }
 }
 
 /// The key and value fields of a map.
@@ -302,29 +282,6 @@ impl DataType {
 impl From<PrimitiveType> for DataType {
     fn from(p: PrimitiveType) -> Self {
         DataType::Primitive(p)
-    }
-}
-
-impl fmt::Display for DataType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DataType::Primitive(p) => p.fmt(f),
-            DataType::Struct { fields } => {
-                f.write_str("struct<")?;
-                for (i, field) in fields.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{}: {}", field.name, field.data_type)?;
-                    if field.required {
-                        f.write_str(" not null")?;
-                    }
-                }
-                f.write_str(">")
-            }
-            DataType::List { list } => write!(f, "list<{}>", list.data_type),
-            DataType::Map { map } => write!(f, "map<{}, {}>", map.key.data_type, map.value.data_type),
-        }
     }
 }
 
@@ -632,7 +589,7 @@ mod tests {
         }
         assert!("decimal(0,0)".parse::<PrimitiveType>().is_err());
         assert!("decimal(5,6)".parse::<PrimitiveType>().is_err());
-        assert!("varchar".parse::<PrimitiveType>().is_err());
+        assert_eq!("varchar".parse::<PrimitiveType>().unwrap(), String);
     }
 
     #[test]
@@ -679,6 +636,36 @@ mod tests {
         let yaml = "fields:\n  - name: id\n    required: true\n    type: long\n  - name: tags\n    type:\n      list: {name: element, type: string}\n";
         let parsed: Schema = serde_yaml_ng::from_str(yaml).unwrap();
         assert_eq!(parsed.field_at("tags.element").unwrap().data_type, String.into());
+    }
+
+    #[test]
+    fn types_deserialize_from_their_text_or_their_structured_form() {
+        let text = "fields:\n  - {name: tags, type: 'list<string>'}\n  - {name: attrs, type: 'map<string, struct<score: double>>'}\n";
+        let from_text: Schema = serde_yaml_ng::from_str(text).unwrap();
+        let structured = "fields:\n  - {name: tags, type: {list: {name: element, type: string}}}\n  - name: attrs\n    type: {map: {key: {name: key, type: string, required: true}, value: {name: value, type: {struct: [{name: score, type: double}]}}}}\n";
+        let from_structure: Schema = serde_yaml_ng::from_str(structured).unwrap();
+        assert_eq!(from_text, from_structure);
+        assert_eq!(from_text.fields[1], nested().fields[2]);
+
+        let err = serde_yaml_ng::from_str::<Field>("{name: x, type: integr}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown type \"integr\"; did you mean \"integer\"?"),
+            "{err}"
+        );
+        assert!(!err.contains("untagged"), "{err}");
+        let err = serde_yaml_ng::from_str::<Field>("{name: x, type: {array: []}}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown field `array`, expected one of `struct`, `list`, `map`"),
+            "{err}"
+        );
+        let err = serde_yaml_ng::from_str::<Field>("{name: x, type: {list: {name: e, type: strin}}}")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("did you mean \"string\"?"), "{err}");
     }
 
     #[test]
