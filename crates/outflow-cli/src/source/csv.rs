@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{AsArray, RecordBatch};
 use arrow::csv::reader::{Decoder, Format as CsvFormat, ReaderBuilder};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
@@ -83,7 +83,74 @@ pub(super) fn infer_schema(file: &SourceFile, options: &CsvOptions) -> Result<Sc
         .iter()
         .map(|f| f.as_ref().clone().with_name(without_bom(f.name())))
         .collect();
+    let fields = with_zones(file, options, fields)?;
     Ok(Arc::new(nulls_to_strings(Schema::new(fields))))
+}
+
+/// arrow-csv infers every timestamp without a zone, and reading `2026-11-01T00:02:00Z` or
+/// `...+01:00` into such a column would keep the UTC wall time and drop the zone. So the
+/// inferred rows are read again as text: a timestamp column whose values all carry a zone
+/// becomes `timestamptz` (values converted to UTC), one whose values carry none stays
+/// `timestamp`, and one that mixes both is read as strings, since either choice would
+/// misread some of them.
+fn with_zones(file: &SourceFile, options: &CsvOptions, fields: Vec<Field>) -> Result<Vec<Field>> {
+    let timestamps: Vec<usize> = (0..fields.len())
+        .filter(|&i| matches!(fields[i].data_type(), DataType::Timestamp(_, None)))
+        .collect();
+    if timestamps.is_empty() {
+        return Ok(fields);
+    }
+    let text = Schema::new(
+        fields
+            .iter()
+            .map(|f| Field::new(f.name(), DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    );
+    let reader = BufReader::new(File::open(&file.path).map_err(|e| read_error(file, e))?);
+    let batches = ReaderBuilder::new(Arc::new(text))
+        .with_format(format(options)?)
+        .with_projection(timestamps.clone())
+        .with_bounds(0, options.infer_rows)
+        .build_buffered(reader)
+        .map_err(|e| csv_error(file, e, None))?;
+    // Per timestamp column: whether a value with a zone, and one without, was seen.
+    let mut seen = vec![(false, false); timestamps.len()];
+    for batch in batches {
+        let batch = batch.map_err(|e| csv_error(file, e, None))?;
+        for (column, seen) in batch.columns().iter().zip(&mut seen) {
+            for value in column.as_string::<i32>().iter().flatten() {
+                if has_zone(value) {
+                    seen.0 = true;
+                } else {
+                    seen.1 = true;
+                }
+            }
+        }
+    }
+    let mut fields = fields;
+    for (&i, seen) in timestamps.iter().zip(seen) {
+        let field = &fields[i];
+        let data_type = match (field.data_type(), seen) {
+            (DataType::Timestamp(unit, _), (true, false)) => {
+                DataType::Timestamp(*unit, Some("+00:00".into()))
+            }
+            (_, (true, true)) => DataType::Utf8,
+            (other, _) => other.clone(),
+        };
+        fields[i] = field.clone().with_data_type(data_type);
+    }
+    Ok(fields)
+}
+
+/// Whether a timestamp arrow-csv inferred (`YYYY-MM-DD[T ]HH:MM:SS`, an optional fraction)
+/// has anything after it, which arrow-csv reads as a zone: `Z`, `+01:00`, `-0500`.
+fn has_zone(value: &str) -> bool {
+    let rest = value.trim().get(19..).unwrap_or("");
+    let rest = match rest.strip_prefix('.') {
+        Some(fraction) => fraction.trim_start_matches(|c: char| c.is_ascii_digit()),
+        None => rest,
+    };
+    !rest.trim().is_empty()
 }
 
 /// Reads one CSV file.
@@ -299,19 +366,45 @@ mod tests {
             "id,price,when,note\n3,4.25,2024-03-04,late\n",
         );
         let source = Source::open(&spec("*.csv"), dir.path()).unwrap();
-        let types: Vec<String> = source
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.data_type().to_string())
-            .collect();
         // An empty column becomes a string column, so later values are kept.
-        assert_eq!(types, ["Int64", "Float64", "Date32", "Utf8"]);
+        assert_eq!(arrow_types(&source), ["Int64", "Float64", "Date32", "Utf8"]);
         let (batch, files) = read_all(source).unwrap();
         assert_eq!(files, [0, 1]);
         assert_eq!(batch.column(0).as_primitive::<Int64Type>().values(), &[1, 2, 3]);
         assert_eq!(batch.column(1).as_primitive::<Float64Type>().value(2), 4.25);
         assert_eq!(batch.column(3).as_string::<i32>().value(2), "late");
+    }
+
+    #[test]
+    fn an_inferred_timestamp_keeps_its_zone() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "a.csv",
+            "utc,offset,local,mixed\n\
+             2026-11-01T00:02:00Z,2026-11-01T01:02:00+01:00,2026-11-01T00:02:00,2026-11-01T00:02:00Z\n\
+             2026-11-01 00:03:00.5Z,2026-11-01T01:03:00-0500,2026-11-01 00:03:00.25,2026-11-01T00:03:00\n",
+        );
+        let source = Source::open(&spec("a.csv"), dir.path()).unwrap();
+        assert_eq!(
+            arrow_types(&source),
+            [
+                "Timestamp(ms, \"+00:00\")",
+                "Timestamp(s, \"+00:00\")",
+                "Timestamp(ms)",
+                "Utf8"
+            ]
+        );
+        let described = crate::output::columns(source.schema());
+        assert_eq!(described[0].data_type, "timestamptz");
+        assert_eq!(described[2].data_type, "timestamp");
+        let (batch, _) = read_all(source).unwrap();
+        let offset = batch
+            .column(1)
+            .as_primitive::<arrow::datatypes::TimestampSecondType>();
+        // 01:02 at +01:00 is 00:02 UTC; 01:03 at -05:00 is 06:03 UTC.
+        assert_eq!(offset.value(0), 1_793_491_320);
+        assert_eq!(offset.value(1), 1_793_491_320 + 6 * 3600 + 60);
     }
 
     #[test]

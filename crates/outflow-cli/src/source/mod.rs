@@ -416,6 +416,16 @@ pub(crate) mod testing {
         std::fs::write(path, text).unwrap();
     }
 
+    /// The Arrow types of the source's columns, as Arrow prints them.
+    pub fn arrow_types(source: &Source) -> Vec<String> {
+        source
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().to_string())
+            .collect()
+    }
+
     /// Writes a Parquet file of `(id, name)` rows.
     pub fn write_parquet(dir: &Path, name: &str, rows: &[(i64, Option<&str>)]) {
         let batch = RecordBatch::try_from_iter([

@@ -67,3 +67,18 @@ fn a_wrong_type_is_named_with_the_nearest() {
     .code(2)
     .stderr(contains("line 4").and(contains("did you mean \"string\"?")));
 }
+
+#[test]
+fn inferred_csv_timestamps_keep_their_zone() {
+    check(
+        (
+            "in.csv",
+            "utc,offset,local\n2026-11-01T00:02:00Z,2026-11-01T01:02:00+01:00,2026-11-01T00:02:00\n",
+        ),
+        "  path: in.csv\n",
+    )
+    .success()
+    .stdout(contains(
+        "Source schema:\n  utc: timestamptz\n  offset: timestamptz\n  local: timestamp\n",
+    ));
+}
