@@ -441,7 +441,11 @@ impl JobFile {
     }
 
     fn yaml_error(&self, err: &serde_yaml_ng::Error) -> Error {
-        let text = self.redact(&err.to_string());
+        let mut text = crate::output::shorten_quoted(&self.redact(&err.to_string()));
+        // A file that is not a mapping at all (a CSV file, a script) is the wrong file.
+        if text.contains("expected struct Job") {
+            text.push_str("; a job file is a YAML mapping with `source` and `sink` (see docs/jobs.md)");
+        }
         match err.location() {
             Some(location) => {
                 // serde_yaml_ng ends the message with " at line L column C"; the location

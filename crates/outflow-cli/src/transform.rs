@@ -397,7 +397,10 @@ impl Cast {
         let number = self.rows_seen + row as u64 + 1;
         Error::new(
             ErrorKind::InvalidInput,
-            format!("column {name:?}, row {number}: cannot cast {value:?} to {to}"),
+            format!(
+                "column {name:?}, row {number}: cannot cast {:?} to {to}",
+                crate::output::excerpt(&value)
+            ),
         )
         .with_context("column", name.to_string())
         .with_context("row", number.to_string())

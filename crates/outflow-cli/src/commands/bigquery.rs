@@ -7,6 +7,7 @@ use outflow_bigquery::{ConnectionOptions, EnsureTable, TableSchema, TimePartitio
 use outflow_core::{CreateDisposition, Error, Result, SchemaEvolutionConfig, SchemaEvolutionOption};
 
 use crate::exit::ExitStatus;
+use crate::output;
 use crate::output::document::document;
 
 /// Examples for `outflow bigquery ensure-table --help`.
@@ -106,9 +107,9 @@ pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
             };
             if json {
                 let report = serde_json::to_value(&report).expect("reports serialize");
-                println!("{}", document(COMMAND, status, report));
+                output::println(document(COMMAND, status, report));
             } else {
-                print!("{report}");
+                output::print(&report);
             }
             status
         }

@@ -7,6 +7,7 @@ use outflow_bigtable::{BigtableConnection, TableCreateOptions};
 use outflow_core::{CreateDisposition, DestinationPlan, Error, PlannedAction, Result};
 
 use crate::exit::ExitStatus;
+use crate::output;
 use crate::output::document::document;
 
 /// Examples for `outflow bigtable ensure-table --help`.
@@ -100,9 +101,9 @@ pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
             };
             if json {
                 let plan = serde_json::to_value(&plan).expect("plans serialize");
-                println!("{}", document(COMMAND, status, plan));
+                output::println(document(COMMAND, status, plan));
             } else {
-                print!("{}", describe(&plan, dry_run));
+                output::print(describe(&plan, dry_run));
             }
             status
         }

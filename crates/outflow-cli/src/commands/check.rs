@@ -22,7 +22,7 @@ use crate::job::{Job, JobFile};
 use crate::output::document::document;
 use crate::output::progress::Progress;
 use crate::output::summary::read_line;
-use crate::output::{Paint, Style, columns};
+use crate::output::{self, Paint, Style, columns};
 use crate::run::ReadStats;
 use outflow_sinks::SinkSpec;
 
@@ -101,7 +101,7 @@ async fn check(file: &JobFile, args: &CheckArgs, reporter: &Reporter) -> Result<
                 out.push_str(&format!("  {}: {}{required}\n", column.name, column.data_type));
             }
         }
-        print!("{out}");
+        output::print(out);
     }
 
     let read: Option<ReadStats> = if args.schema_only {
@@ -122,7 +122,7 @@ async fn check(file: &JobFile, args: &CheckArgs, reporter: &Reporter) -> Result<
                 "read": read,
             }),
         );
-        println!("{doc}");
+        output::println(doc);
     } else if let Some(read) = read {
         let line = read_line(&read);
         let mut chars = line.chars();
@@ -132,7 +132,7 @@ async fn check(file: &JobFile, args: &CheckArgs, reporter: &Reporter) -> Result<
             .into_iter()
             .chain(chars)
             .collect();
-        println!("{line}");
+        output::println(line);
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ use outflow_iceberg::add_files::{AddFiles, AddFilesOptions, AddFilesResult, Batc
 use outflow_iceberg::{CatalogConfig, TableCreateOptions};
 
 use crate::exit::ExitStatus;
+use crate::output;
 use crate::output::document::document;
 
 /// Examples for `outflow iceberg add-files --help`.
@@ -139,9 +140,9 @@ pub async fn execute_add_files(args: AddFilesArgs) -> ExitStatus {
         Ok((result, status)) => {
             if json {
                 let result = serde_json::to_value(&result).expect("the result serializes");
-                println!("{}", document("iceberg add-files", status, result));
+                output::println(document("iceberg add-files", status, result));
             } else {
-                print!("{}", result.render());
+                output::print(result.render());
             }
             status
         }

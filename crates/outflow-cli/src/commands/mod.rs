@@ -31,6 +31,7 @@ use outflow_core::Error;
 
 use crate::exit::{EXIT_CODES_HELP, ExitStatus};
 use crate::job::JobFile;
+use crate::output;
 use crate::output::document::{error_document, usage_document};
 
 const ABOUT: &str = "Load local Parquet, CSV and NDJSON files into Apache Iceberg, Google BigQuery \
@@ -43,7 +44,7 @@ Examples:
   outflow check job.yaml                       read, transform, validate; write nothing
   outflow run job.yaml --json --quiet > out.json
 
-Logs: set OUTFLOW_LOG (e.g. OUTFLOW_LOG=debug) for diagnostics on stderr.";
+Logs: none unless OUTFLOW_LOG sets a filter (e.g. OUTFLOW_LOG=debug); they go to stderr.";
 
 /// The `outflow` command line.
 #[derive(Debug, Parser)]
@@ -115,7 +116,7 @@ pub fn main() -> ExitCode {
             );
             if usage && std::env::args().any(|arg| arg == "--json") {
                 let message = err.render().to_string();
-                println!("{}", usage_document(message.trim_end()));
+                output::println(usage_document(message.trim_end()));
             }
             err.exit();
         }
@@ -124,18 +125,32 @@ pub fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
+            output::eprintln(format_args!("error: cannot start the async runtime: {err}"));
             return ExitStatus::Failed.into();
         }
     };
     runtime.block_on(cli.command.execute()).into()
 }
 
+/// Logs go to stderr only when `OUTFLOW_LOG` sets a filter (`debug`, `warn,outflow_core=debug`):
+/// what a user must know is in the output and the errors, so nothing is logged otherwise.
+/// They are coloured only when stderr is a terminal and `NO_COLOR` is unset.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("OUTFLOW_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let Some(directives) = std::env::var("OUTFLOW_LOG").ok().filter(|v| !v.trim().is_empty()) else {
+        return;
+    };
+    let filter = match tracing_subscriber::EnvFilter::try_new(&directives) {
+        Ok(filter) => filter,
+        Err(err) => {
+            output::eprintln(format_args!(
+                "warning: OUTFLOW_LOG={directives:?} is not a log filter ({err}); logging nothing"
+            ));
+            return;
+        }
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(output::Style::for_stderr().is_colored())
         .with_writer(std::io::stderr)
         .try_init();
 }
@@ -169,12 +184,12 @@ impl Reporter {
     pub fn fail(&self, file: Option<&JobFile>, err: &Error) -> ExitStatus {
         let status = ExitStatus::of(err);
         let message = error_text(file, err);
-        eprintln!("error: {message}");
+        output::eprintln(format_args!("error: {message}"));
         if self.json {
             let mut body = serde_json::Map::new();
             body.insert("job".into(), serde_json::json!(self.job));
             let redact = |text: &str| file.map_or_else(|| text.to_string(), |f| f.redact(text));
-            println!("{}", error_document(self.command, body, err, &message, redact));
+            output::println(error_document(self.command, body, err, &message, redact));
         }
         status
     }
@@ -186,10 +201,10 @@ impl Reporter {
 pub fn fail_command(command: &str, err: &Error, json: bool) -> ExitStatus {
     let status = ExitStatus::of(err);
     let message = err.to_string();
-    eprintln!("error: {message}");
+    output::eprintln(format_args!("error: {message}"));
     if json {
         let doc = error_document(command, serde_json::Map::new(), err, &message, str::to_string);
-        println!("{doc}");
+        output::println(doc);
     }
     status
 }

@@ -13,7 +13,7 @@ use crate::job::{Job, JobFile};
 use crate::output::document::document;
 use crate::output::plan::render_plan;
 use crate::output::progress::Progress;
-use crate::output::{Paint, Style, columns};
+use crate::output::{self, Paint, Style, columns};
 
 /// Examples for `outflow plan --help`.
 pub const AFTER_HELP: &str = "\
@@ -70,7 +70,7 @@ pub async fn execute(args: PlanArgs) -> ExitStatus {
                 "destinations": plans,
             }),
         );
-        println!("{}", file.redact(&doc.to_string()));
+        output::println(file.redact(&doc.to_string()));
     } else {
         let style = Style::for_stdout();
         let mut out = format!("{}\n", style.paint(Paint::Bold, "Schema the sink receives:"));
@@ -82,7 +82,7 @@ pub async fn execute(args: PlanArgs) -> ExitStatus {
             out.push('\n');
             out.push_str(&render_plan(plan, style));
         }
-        print!("{}", file.redact(&out));
+        output::print(file.redact(&out));
     }
     status
 }

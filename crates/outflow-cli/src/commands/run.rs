@@ -9,9 +9,9 @@ use super::{Reporter, error_text};
 use crate::exit::ExitStatus;
 use crate::input::{JobInput, Purpose};
 use crate::job::{Job, JobFile};
-use crate::output::Style;
 use crate::output::progress::Progress;
 use crate::output::summary::{run_document, run_summary};
+use crate::output::{self, Style};
 use crate::run::{Interrupt, RunOptions, RunReport, run};
 
 /// Examples for `outflow run --help`.
@@ -55,12 +55,12 @@ pub async fn execute(args: RunArgs) -> ExitStatus {
     };
     let status = status_of(&report);
     if args.json {
-        println!("{}", run_document(&args.job, status, &report));
+        output::println(run_document(&args.job, status, &report));
     } else {
-        print!("{}", run_summary(&report, Style::for_stdout()));
+        output::print(run_summary(&report, Style::for_stdout()));
     }
     if let Some(err) = report.rejection_error() {
-        eprintln!("error: {}", error_text(Some(&file), &err));
+        output::eprintln(format_args!("error: {}", error_text(Some(&file), &err)));
     }
     status
 }
@@ -83,12 +83,12 @@ fn on_ctrl_c(interrupt: &Interrupt) {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
         }
-        eprintln!(
-            "outflow: interrupted: stopping the run and removing what it has not committed (Ctrl-C again to quit at once)"
+        output::eprintln(
+            "outflow: interrupted: stopping the run and removing what it has not committed (Ctrl-C again to quit at once)",
         );
         interrupt.raise();
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("outflow: quitting at once; a commit under way may or may not have happened");
+            output::eprintln("outflow: quitting at once; a commit under way may or may not have happened");
             std::process::exit(ExitStatus::Interrupted.code().into());
         }
     });

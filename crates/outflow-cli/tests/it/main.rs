@@ -7,6 +7,7 @@ mod bigtable;
 mod cli;
 mod iceberg;
 mod iceberg_add_files;
+mod pipes;
 mod strict;
 mod types;
 
