@@ -148,7 +148,7 @@ pub struct Clients {
 impl Clients {
     /// Builds the clients for a resolved connection; no request is made.
     pub async fn connect(connection: &ResolvedConnection) -> Result<Clients> {
-        let credentials = credentials(&connection.credentials)?;
+        let credentials = credentials(&connection.credentials).await?;
         let client_error = |what: &str, e: google_cloud_gax::client_builder::Error| {
             Error::new(
                 ErrorKind::InvalidConfig,
@@ -168,12 +168,10 @@ impl Clients {
         if let Some(grpc) = &connection.grpc {
             write = write.with_endpoint(grpc);
         }
-        if let Some(c) = credentials {
-            datasets = datasets.with_credentials(c.clone());
-            tables = tables.with_credentials(c.clone());
-            jobs = jobs.with_credentials(c.clone());
-            write = write.with_credentials(c);
-        }
+        datasets = datasets.with_credentials(credentials.clone());
+        tables = tables.with_credentials(credentials.clone());
+        jobs = jobs.with_credentials(credentials.clone());
+        write = write.with_credentials(credentials);
         Ok(Clients {
             datasets: datasets.build().await.map_err(|e| client_error("datasets", e))?,
             tables: tables.build().await.map_err(|e| client_error("tables", e))?,
@@ -196,13 +194,11 @@ impl Clients {
     }
 }
 
-/// `None` means the libraries' default, Application Default Credentials.
-fn credentials(source: &Credentials) -> Result<Option<AuthCredentials>> {
+/// The credentials every client of a connection uses.
+async fn credentials(source: &Credentials) -> Result<AuthCredentials> {
     match source {
-        Credentials::Auto | Credentials::ApplicationDefault => Ok(None),
-        Credentials::Anonymous => Ok(Some(
-            google_cloud_auth::credentials::anonymous::Builder::new().build(),
-        )),
+        Credentials::Auto | Credentials::ApplicationDefault => application_default().await,
+        Credentials::Anonymous => Ok(google_cloud_auth::credentials::anonymous::Builder::new().build()),
         Credentials::ServiceAccountKey(path) => {
             let bad = |why: String| Error::invalid_config("connection.credentials", format!("{path}: {why}"));
             let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
@@ -210,10 +206,63 @@ fn credentials(source: &Credentials) -> Result<Option<AuthCredentials>> {
                 serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
             google_cloud_auth::credentials::service_account::Builder::new(key)
                 .build()
-                .map(Some)
                 .map_err(|e| bad(e.to_string()))
         }
     }
+}
+
+/// How long the metadata server may take to hand out a token before there is taken to be
+/// none: it answers in milliseconds where there is one.
+const METADATA_SERVER_WAIT: Duration = Duration::from_secs(3);
+
+/// What to do when there are no credentials, as the error says it.
+pub const NO_CREDENTIALS: &str = "no Application Default Credentials found (no GOOGLE_APPLICATION_CREDENTIALS, \
+    no gcloud credentials file, no metadata server); run `gcloud auth application-default login`, \
+    or set BIGQUERY_EMULATOR_HOST, or give an endpoint (connection.rest_endpoint and \
+    connection.grpc_endpoint) or a key (connection.credentials: {service_account_key: PATH})";
+
+/// Application Default Credentials as the client libraries find them: the file
+/// `GOOGLE_APPLICATION_CREDENTIALS` names, else gcloud's file, else the metadata server of
+/// a Google Cloud machine. With no file, the metadata server is asked for a token here,
+/// once: elsewhere there is none, and every call would fail (after its retries) for want of
+/// one, so that fails now, saying what to do.
+async fn application_default() -> Result<AuthCredentials> {
+    let credentials = google_cloud_auth::credentials::Builder::default()
+        .build()
+        .map_err(|e| {
+            Error::invalid_config(
+                "connection.credentials",
+                format!("cannot load Application Default Credentials: {e}"),
+            )
+            .with_source(e)
+        })?;
+    if adc_file_exists() {
+        return Ok(credentials);
+    }
+    match tokio::time::timeout(METADATA_SERVER_WAIT, credentials.headers(Default::default())).await {
+        Ok(Ok(_)) => Ok(credentials),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "no token from the metadata server");
+            Err(Error::invalid_config("connection.credentials", NO_CREDENTIALS))
+        }
+        Err(_) => Err(Error::invalid_config("connection.credentials", NO_CREDENTIALS)),
+    }
+}
+
+/// Whether Application Default Credentials come from a file (AIP-4113): one
+/// `GOOGLE_APPLICATION_CREDENTIALS` names (the libraries report a missing one themselves),
+/// or gcloud's `application_default_credentials.json` under `~/.config/gcloud` (under
+/// `%APPDATA%\gcloud` on Windows).
+fn adc_file_exists() -> bool {
+    if std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").is_some() {
+        return true;
+    }
+    let gcloud = if cfg!(windows) {
+        std::env::var_os("APPDATA").map(|root| std::path::PathBuf::from(root).join("gcloud"))
+    } else {
+        std::env::var_os("HOME").map(|root| std::path::PathBuf::from(root).join(".config/gcloud"))
+    };
+    gcloud.is_some_and(|dir| dir.join("application_default_credentials.json").is_file())
 }
 
 /// The Storage Write API's service endpoint, for the committer's client.
@@ -245,18 +294,7 @@ impl StreamCommits {
     /// Connects to the connection's gRPC endpoint; `timeout` bounds each call.
     pub async fn connect(connection: &ResolvedConnection, timeout: Duration) -> Result<StreamCommits> {
         let url = connection.grpc.as_deref().unwrap_or(STORAGE_WRITE_SERVICE);
-        let credentials = match credentials(&connection.credentials)? {
-            Some(c) => c,
-            None => google_cloud_auth::credentials::Builder::default()
-                .build()
-                .map_err(|e| {
-                    Error::invalid_config(
-                        "connection.credentials",
-                        "cannot load Application Default Credentials",
-                    )
-                    .with_source(e)
-                })?,
-        };
+        let credentials = credentials(&connection.credentials).await?;
         let api = GoogleApi::from_function_with_credentials(WriteClient::new, url, None, credentials)
             .await
             .map_err(|e| {
@@ -528,7 +566,8 @@ pub fn classify_status(code: Code, message: &str) -> RetryClass {
 }
 
 /// Classifies any client error: service statuses by code, HTTP 429/5xx without a status,
-/// and failures before or around the call (connect, I/O, timeouts) as transient.
+/// credentials that make no token as permanent, and other failures before or around the
+/// call (connect, I/O, timeouts) as transient.
 pub fn classify(e: &google_cloud_gax::error::Error) -> RetryClass {
     if let Some(status) = e.status() {
         return classify_status(status.code, &status.message);
@@ -541,11 +580,13 @@ pub fn classify(e: &google_cloud_gax::error::Error) -> RetryClass {
         Some(400..=499) => return RetryClass::Permanent(ErrorKind::InvalidInput),
         _ => {}
     }
-    if e.is_timeout() || e.is_io() || e.is_connect() || e.is_transport() || e.is_transient_and_before_rpc() {
-        return RetryClass::Transient;
-    }
+    // Credentials that cannot make a token (even for a reason the auth library calls
+    // transient) fail at once: retrying them only delays the message that says so.
     if e.is_authentication() {
         return RetryClass::Permanent(ErrorKind::InvalidConfig);
+    }
+    if e.is_timeout() || e.is_io() || e.is_connect() || e.is_transport() {
+        return RetryClass::Transient;
     }
     RetryClass::Permanent(ErrorKind::Internal)
 }
@@ -679,6 +720,19 @@ mod tests {
             classify(&google_cloud_gax::error::Error::timeout("slow")),
             RetryClass::Transient
         );
+        // What a machine without a metadata server answers for Application Default
+        // Credentials: the auth library calls it transient, retrying cannot help.
+        let no_token = google_cloud_gax::error::Error::authentication(
+            google_cloud_gax::error::CredentialsError::from_msg(
+                true,
+                "Fetching the token resulted in transient errors",
+            ),
+        );
+        assert_eq!(
+            classify(&no_token),
+            RetryClass::Permanent(ErrorKind::InvalidConfig)
+        );
+        assert!(!service_error("tables.get p.d.t", no_token).is_retryable());
         let e = service_error(
             "tables.get p.d.t",
             status(Code::NotFound, "Not found: Table p:d.t"),

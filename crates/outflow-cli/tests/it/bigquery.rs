@@ -191,3 +191,47 @@ fn plan_agrees_with_the_run_on_added_columns_and_missing_datasets() {
         .code(1)
         .stderr(contains(format!("{}.{missing}", env.project)));
 }
+
+#[test]
+fn without_credentials_a_job_fails_fast_saying_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    // HOME without gcloud's credentials file, no emulator variable: nothing to authenticate
+    // with (and no metadata server here).
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("in.csv"), "id\n1\n").unwrap();
+    std::fs::write(
+        dir.path().join("job.yaml"),
+        "source:\n  path: in.csv\nsink:\n  bigquery: { project: p, dataset: d, table: t, create_disposition: create_never }\n",
+    )
+    .unwrap();
+    for command in ["run", "plan"] {
+        let started = std::time::Instant::now();
+        let output = outflow()
+            .arg(command)
+            .arg(dir.path().join("job.yaml"))
+            .env_remove("BIGQUERY_EMULATOR_HOST")
+            .env_remove("BIGQUERY_EMULATOR_GRPC_HOST")
+            .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+            .env_remove("GCE_METADATA_HOST")
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        let elapsed = started.elapsed();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command}: {stderr}");
+        assert!(elapsed.as_secs() < 8, "{command} took {elapsed:?}");
+        assert!(
+            stderr.contains("no Application Default Credentials found"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("run `gcloud auth application-default login`, or set BIGQUERY_EMULATOR_HOST"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.matches("error:").count(), 1, "{stderr}");
+        assert!(
+            !stderr.contains("transient") && !stderr.contains("retrying"),
+            "{stderr}"
+        );
+    }
+}
