@@ -159,9 +159,7 @@ impl fmt::Display for EnsureTableReport {
         if let Some(plan) = &p.evolution
             && p.action != PlannedAction::Create
         {
-            for line in plan.render(Some(&["schema file".to_string()])).lines() {
-                writeln!(f, "  {line}")?;
-            }
+            f.write_str(&plan.render(Some(&["schema file".to_string()])))?;
         }
         if let Some(e) = &p.error {
             writeln!(f, "  error: {e}")?;

@@ -632,7 +632,7 @@ mod tests {
         assert_eq!(plan.verdicts[0].verdict, Verdict::Incompatible);
         assert!(
             plan.render(None)
-                .contains("! conflict id: table long, input string"),
+                .contains("! id: table long, input string (conflict)"),
             "{}",
             plan.render(None)
         );

@@ -1,27 +1,52 @@
-//! `outflow plan` for people: each destination's action, and its schema changes as a tree
-//! grouped by column path, so a reviewer sees at a glance what a run would change.
+//! Plans for people: `outflow plan`, both `ensure-table` commands and `outflow iceberg
+//! add-files` print each destination's action and its schema changes with core's one
+//! renderer ([`outflow_core::evolution::ChangeTree`]), coloured here.
 //!
 //! Marks and colours: `+` added (green), `~` relaxed to optional (yellow), `^` promoted to
 //! a wider type (cyan), `!` conflict (red), `x` a change the evolution options do not allow
 //! (red). Without colour the marks carry the meaning alone.
 
-use outflow_core::evolution::{ChangeKind, SchemaChange, Verdict};
-use outflow_core::schema::{quote_name, split_path};
-use outflow_core::{DestinationPlan, EvolutionPlan, PlannedAction};
+use outflow_core::evolution::Tone;
+use outflow_core::{DestinationPlan, PlannedAction};
 
 use super::{Paint, Style};
 
+/// When a plan is shown: before a run (`plan`, a dry run), or after its changes were made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// What would be done: `create`, `update`, `unchanged`, `fail`.
+    Planned,
+    /// A dry run of a command that makes changes: the plan, saying nothing was changed.
+    DryRun,
+    /// What was done: `created`, `updated`, `unchanged`, `fail: nothing changed`.
+    Done,
+}
+
 /// One destination's plan, as text ending in a newline.
 pub fn render_plan(plan: &DestinationPlan, style: Style) -> String {
+    render_outcome(plan, Outcome::Planned, style)
+}
+
+/// One destination's plan as `outcome` words it, as text ending in a newline.
+pub fn render_outcome(plan: &DestinationPlan, outcome: Outcome, style: Style) -> String {
+    let done = outcome == Outcome::Done;
     let action = match plan.action {
-        PlannedAction::Create => style.paint(Paint::Green, "create"),
-        PlannedAction::Update => style.paint(Paint::Yellow, "update"),
+        PlannedAction::Create => style.paint(Paint::Green, if done { "created" } else { "create" }),
+        PlannedAction::Update => style.paint(Paint::Yellow, if done { "updated" } else { "update" }),
         PlannedAction::Unchanged => "unchanged".to_string(),
-        PlannedAction::Fail => style.paint(Paint::Red, "fail"),
+        PlannedAction::Fail => style.paint(Paint::Red, if done { "fail: nothing changed" } else { "fail" }),
     };
-    let mut out = format!("{}: {action}\n", style.paint(Paint::Bold, &plan.destination));
+    let note = if outcome == Outcome::DryRun {
+        style.paint(Paint::Dim, " (dry run: nothing changed)")
+    } else {
+        String::new()
+    };
+    let mut out = format!(
+        "{}: {action}{note}\n",
+        style.paint(Paint::Bold, &plan.destination)
+    );
     if let Some(evolution) = &plan.evolution {
-        render_evolution(evolution, style, &mut out);
+        out.push_str(&evolution.render_with(None, &painter(style)));
     }
     for detail in &plan.details {
         out.push_str(&format!("  - {detail}\n"));
@@ -32,211 +57,69 @@ pub fn render_plan(plan: &DestinationPlan, style: Style) -> String {
     out
 }
 
-fn render_evolution(plan: &EvolutionPlan, style: Style, out: &mut String) {
-    let mut tree = Node::default();
-    let mut changes: Vec<&SchemaChange> = plan.changes.iter().collect();
-    if plan.creates_table
-        && let Some(schema) = &plan.schema
-    {
-        // A new table is shown as its columns, in table order; the planner's additions
-        // (sorted by path) would only repeat them.
-        for field in &schema.fields {
-            let required = if field.required { " not null" } else { "" };
-            let name = quote_name(&field.name);
-            tree.child(&name)
-                .labels
-                .push(style.paint(Paint::Green, &format!("+ {name}: {}{required}", field.data_type)));
-        }
-        changes.retain(|c| !(c.applied && c.kind == ChangeKind::Addition));
-    }
-    for change in changes {
-        let mut node = &mut tree;
-        let names = split_path(&change.path).unwrap_or_else(|_| vec![change.path.clone()]);
-        for name in &names {
-            node = node.child(&quote_name(name));
-        }
-        let name = names.last().map(|n| quote_name(n)).unwrap_or_default();
-        node.labels.push(label(change, &name, style));
-    }
-    if tree.children.is_empty() {
-        out.push_str("  no schema changes\n");
-    } else {
-        tree.render("  ", style, out);
-    }
-    let several = plan.verdicts.len() > 1;
-    for (index, verdict) in plan.verdicts.iter().enumerate() {
-        let name = if several {
-            format!("input {index}")
-        } else {
-            "input".to_string()
-        };
-        let text = match verdict.verdict {
-            Verdict::Fits => "fits the table as it is".to_string(),
-            Verdict::FitsAfterEvolution => "fits after these changes".to_string(),
-            Verdict::Incompatible => style.paint(Paint::Red, "incompatible"),
-            Verdict::Unverifiable => style.paint(Paint::Red, "unverifiable"),
-        };
-        out.push_str(&format!("  {name}: {text}\n"));
-        for reason in &verdict.reasons {
-            out.push_str(&format!("    {}\n", style.paint(Paint::Red, &reason.to_string())));
-        }
-    }
-}
-
-fn label(change: &SchemaChange, name: &str, style: Style) -> String {
-    let from = change.from.as_deref().unwrap_or("");
-    let to = change.to.as_deref().unwrap_or("");
-    let (paint, text) = match (change.kind, change.applied) {
-        (ChangeKind::Conflict, _) => (
-            Paint::Red,
-            format!("! {name}: table {from}, input {to} (conflict)"),
-        ),
-        (kind, false) => (
-            Paint::Red,
-            format!("x {name}: {} (refused: {kind} is not allowed)", describe(change)),
-        ),
-        (ChangeKind::Addition, true) => (Paint::Green, format!("+ {name}: {to}")),
-        (ChangeKind::Relaxation, true) => (Paint::Yellow, format!("~ {name}: {from} -> {to}")),
-        (ChangeKind::Promotion, true) => (Paint::Cyan, format!("^ {name}: {from} -> {to}")),
-    };
-    style.paint(paint, &text)
-}
-
-fn describe(change: &SchemaChange) -> String {
-    match (&change.from, &change.to) {
-        (None, Some(to)) => format!("add {to}"),
-        (Some(from), Some(to)) => format!("{from} -> {to}"),
-        (Some(from), None) => from.clone(),
-        (None, None) => change.kind.to_string(),
-    }
-}
-
-/// A column path segment, the change labels on it and the segments below it.
-#[derive(Default)]
-struct Node {
-    name: String,
-    labels: Vec<String>,
-    children: Vec<Node>,
-}
-
-impl Node {
-    fn child(&mut self, name: &str) -> &mut Node {
-        let index = match self.children.iter().position(|c| c.name == name) {
-            Some(index) => index,
-            None => {
-                self.children.push(Node {
-                    name: name.to_string(),
-                    ..Node::default()
-                });
-                self.children.len() - 1
-            }
-        };
-        &mut self.children[index]
-    }
-
-    fn render(&self, indent: &str, style: Style, out: &mut String) {
-        for (i, child) in self.children.iter().enumerate() {
-            let last = i + 1 == self.children.len();
-            let (branch, below) = if last {
-                ("└── ", "    ")
-            } else {
-                ("├── ", "│   ")
-            };
-            let branch = style.paint(Paint::Dim, branch);
-            let mut lines: Vec<String> = child.labels.clone();
-            if lines.is_empty() {
-                // A path segment that only groups changes below it.
-                lines.push(style.paint(Paint::Dim, &child.name));
-            }
-            for (j, line) in lines.iter().enumerate() {
-                let lead = if j == 0 {
-                    branch.clone()
-                } else {
-                    style.paint(Paint::Dim, below)
-                };
-                out.push_str(&format!("{indent}{lead}{line}\n"));
-            }
-            child.render(&format!("{indent}{}", style.paint(Paint::Dim, below)), style, out);
-        }
+/// The colours of core's tones.
+pub fn painter(style: Style) -> impl Fn(Tone, &str) -> String {
+    move |tone, text| match tone {
+        Tone::Added => style.paint(Paint::Green, text),
+        Tone::Relaxed => style.paint(Paint::Yellow, text),
+        Tone::Promoted => style.paint(Paint::Cyan, text),
+        Tone::Refused => style.paint(Paint::Red, text),
+        Tone::Faint => style.paint(Paint::Dim, text),
+        _ => text.to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use outflow_core::evolution::{InputVerdict, Reason};
-    use outflow_core::schema::{Field, PrimitiveType, Schema};
+    use outflow_core::EvolutionPlan;
+    use outflow_core::evolution::{EvolutionPlanner, SchemaEvolutionConfig, SchemaEvolutionOption::*};
+    use outflow_core::schema::{Field, InputSchema, PrimitiveType, Schema};
 
     use super::*;
 
-    fn change(
-        path: &str,
-        kind: ChangeKind,
-        from: Option<&str>,
-        to: Option<&str>,
-        applied: bool,
-    ) -> SchemaChange {
-        SchemaChange {
-            path: path.into(),
-            kind,
-            from: from.map(String::from),
-            to: to.map(String::from),
-            applied,
-            inputs: vec![0],
-        }
-    }
-
+    /// A real plan: `id` promoted, `name` relaxed, `email` added.
     fn evolving() -> DestinationPlan {
-        let plan = EvolutionPlan {
-            current: Some(Schema::default()),
-            schema: Some(Schema::default()),
-            creates_table: false,
-            changes: vec![
-                change("email", ChangeKind::Addition, None, Some("string"), true),
-                change("score", ChangeKind::Conflict, Some("string"), Some("long"), false),
-                change("user.age", ChangeKind::Promotion, Some("int"), Some("long"), true),
-                change(
-                    "user.name",
-                    ChangeKind::Relaxation,
-                    Some("required"),
-                    Some("optional"),
-                    true,
-                ),
-                change(
-                    "user.tags",
-                    ChangeKind::Addition,
-                    None,
-                    Some("list<string>"),
-                    false,
-                ),
-            ],
-            verdicts: vec![InputVerdict {
-                verdict: Verdict::Incompatible,
-                reasons: vec![Reason {
-                    path: "score".into(),
-                    message: "string in the table, long in the input".into(),
-                }],
-                needs: vec![],
-            }],
-        };
+        let mut table = Schema::new(vec![
+            Field::required("id", PrimitiveType::Int),
+            Field::required("name", PrimitiveType::String),
+        ]);
+        table.assign_missing_ids(0);
+        let input = InputSchema::new(Schema::new(vec![
+            Field::required("id", PrimitiveType::Long),
+            Field::optional("name", PrimitiveType::String),
+            Field::optional("email", PrimitiveType::String),
+        ]));
+        let config = SchemaEvolutionConfig::builder()
+            .allow(AllowFieldAddition)
+            .allow(AllowFieldRelaxation)
+            .allow(AllowTypePromotion)
+            .build()
+            .unwrap();
+        let plan = EvolutionPlanner::new(&config)
+            .table(&table)
+            .plan(&[input])
+            .unwrap();
         DestinationPlan::new("db.events", PlannedAction::Update).with_evolution(plan)
     }
 
     #[test]
-    fn changes_render_as_a_tree_grouped_by_path() {
-        let text = render_plan(&evolving(), Style::plain());
+    fn a_plan_is_its_heading_then_cores_tree() {
+        let plan = evolving();
+        let text = render_plan(&plan, Style::plain());
+        let tree = plan.evolution.as_ref().unwrap().render(None);
+        assert_eq!(text, format!("db.events: update\n{tree}"));
+        assert!(tree.contains("+ email: string\n"), "{tree}");
         assert_eq!(
-            text,
-            "\
-db.events: update
-  ├── + email: string
-  ├── ! score: table string, input long (conflict)
-  └── user
-      ├── ^ age: int -> long
-      ├── ~ name: required -> optional
-      └── x tags: add list<string> (refused: addition is not allowed)
-  input: incompatible
-    score: string in the table, long in the input
-"
+            render_outcome(&plan, Outcome::DryRun, Style::plain())
+                .lines()
+                .next(),
+            Some("db.events: update (dry run: nothing changed)")
+        );
+        assert_eq!(
+            render_outcome(&plan, Outcome::Done, Style::plain())
+                .lines()
+                .next(),
+            Some("db.events: updated")
         );
     }
 
@@ -248,44 +131,27 @@ db.events: update
             text.contains("\x1b[33m~ name: required -> optional\x1b[0m"),
             "{text}"
         );
-        assert!(text.contains("\x1b[36m^ age: int -> long\x1b[0m"), "{text}");
-        assert!(text.contains("\x1b[31m! score"), "{text}");
+        assert!(text.contains("\x1b[36m^ id: int -> long\x1b[0m"), "{text}");
         assert!(text.contains("\x1b[33mupdate\x1b[0m"), "{text}");
     }
 
     #[test]
-    fn a_creation_lists_the_new_columns() {
-        let schema = Schema::new(vec![
+    fn a_creation_lists_the_new_columns_then_details_and_errors() {
+        let input = InputSchema::new(Schema::new(vec![
             Field::optional("name", PrimitiveType::String),
             Field::required("id", PrimitiveType::Long),
-        ]);
-        let plan = EvolutionPlan {
-            current: None,
-            schema: Some(schema),
-            creates_table: true,
-            changes: vec![
-                change("id", ChangeKind::Addition, None, Some("long"), true),
-                change("name", ChangeKind::Addition, None, Some("string"), true),
-            ],
-            verdicts: vec![InputVerdict {
-                verdict: Verdict::FitsAfterEvolution,
-                reasons: vec![],
-                needs: vec![],
-            }],
-        };
+        ]));
+        let config = SchemaEvolutionConfig::default();
+        let evolution: EvolutionPlan = EvolutionPlanner::new(&config).plan(&[input]).unwrap();
         let plan = DestinationPlan::new("db.new", PlannedAction::Create)
-            .with_evolution(plan)
+            .with_evolution(evolution)
             .with_detail("partitioned by day(ts)");
-        assert_eq!(
-            render_plan(&plan, Style::plain()),
-            "\
-db.new: create
-  ├── + name: string
-  └── + id: long not null
-  input: fits after these changes
-  - partitioned by day(ts)
-"
+        let text = render_plan(&plan, Style::plain());
+        assert!(
+            text.starts_with("db.new: create\n  ├── + name: string\n  └── + id: long not null\n"),
+            "{text}"
         );
+        assert!(text.ends_with("\n  - partitioned by day(ts)\n"), "{text}");
         let failed = DestinationPlan {
             error: Some("table db.x does not exist".into()),
             ..DestinationPlan::new("db.x", PlannedAction::Fail)

@@ -8,6 +8,7 @@
 mod options;
 mod plan;
 mod planner;
+mod render;
 
 pub use options::{
     IncompatibleSchemaHandling, SchemaEvolutionConfig, SchemaEvolutionConfigBuilder, SchemaEvolutionOption,
@@ -15,3 +16,4 @@ pub use options::{
 };
 pub use plan::{ChangeKind, EvolutionPlan, InputVerdict, Reason, SchemaChange, Verdict};
 pub use planner::EvolutionPlanner;
+pub use render::{ChangeTree, Painter, Tone, plain, verdict_text};

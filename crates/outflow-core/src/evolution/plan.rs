@@ -1,7 +1,7 @@
 //! What the planner decides: the new table schema, the changes, and a verdict per input.
 
 use std::collections::BTreeSet;
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -136,61 +136,6 @@ impl EvolutionPlan {
             .filter(|(_, v)| keep(v))
             .map(|(i, _)| i)
             .collect()
-    }
-
-    /// A report for people (what a dry run prints), naming inputs by `labels` when given
-    /// (one per input, e.g. file paths) and by index otherwise.
-    pub fn render(&self, labels: Option<&[String]>) -> String {
-        let label = |i: usize| match labels.and_then(|l| l.get(i)) {
-            Some(l) => l.clone(),
-            None => format!("input {i}"),
-        };
-        let list = |inputs: &[usize]| inputs.iter().map(|&i| label(i)).collect::<Vec<_>>().join(", ");
-        let mut out = String::new();
-        let applied: Vec<_> = self.applied_changes().collect();
-        let _ = match (self.creates_table, &self.schema) {
-            (true, Some(schema)) => writeln!(out, "Table: create with {} columns", schema.fields.len()),
-            (true, None) | (false, None) => writeln!(out, "Table: cannot be created: no input is compatible"),
-            (false, Some(_)) if applied.is_empty() => writeln!(out, "Table: unchanged"),
-            (false, Some(_)) => writeln!(out, "Table: evolve ({} changes)", applied.len()),
-        };
-        for change in &self.changes {
-            let (mark, word) = match (change.kind, change.applied) {
-                (ChangeKind::Addition, true) => ("+", "add"),
-                (ChangeKind::Relaxation, true) => ("~", "relax"),
-                (ChangeKind::Promotion, true) => ("^", "promote"),
-                (ChangeKind::Conflict, _) => ("!", "conflict"),
-                (_, false) => ("x", "refused"),
-            };
-            let what = match (&change.from, &change.to) {
-                (None, Some(to)) => to.clone(),
-                (Some(from), Some(to)) if change.kind == ChangeKind::Conflict => {
-                    format!("table {from}, input {to}")
-                }
-                (Some(from), Some(to)) => format!("{from} -> {to}"),
-                (Some(from), None) => from.clone(),
-                (None, None) => String::new(),
-            };
-            let refused = if !change.applied && change.kind != ChangeKind::Conflict {
-                format!(" {} not allowed", change.kind)
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                out,
-                "  {mark} {word:<8} {}: {what}{refused}  [{}]",
-                change.path,
-                list(&change.inputs)
-            );
-        }
-        let _ = writeln!(out, "Inputs:");
-        for (i, v) in self.verdicts.iter().enumerate() {
-            let _ = writeln!(out, "  {}: {}", label(i), v.verdict);
-            for r in &v.reasons {
-                let _ = writeln!(out, "      {r}");
-            }
-        }
-        out
     }
 
     /// The distinct incompatibility reasons of rejected inputs, each with its input index.

@@ -3,7 +3,9 @@
 
 use std::fmt::{self, Write as _};
 
-use outflow_core::evolution::{ChangeKind, Verdict};
+use outflow_core::evolution::{
+    ChangeKind, ChangeTree, Painter, SchemaChange, Tone, Verdict, plain, verdict_text,
+};
 use serde::{Deserialize, Serialize};
 
 /// Why a file was not registered.
@@ -145,6 +147,20 @@ pub struct ChangeReport {
     pub files: Vec<String>,
 }
 
+impl ChangeReport {
+    /// The change in core's terms, to print it as every plan is printed.
+    fn as_change(&self) -> SchemaChange {
+        SchemaChange {
+            path: self.path.clone(),
+            kind: self.kind,
+            from: self.from.clone(),
+            to: self.to.clone(),
+            applied: self.applied,
+            inputs: Vec::new(),
+        }
+    }
+}
+
 /// One distinct file schema and the planner's verdict on it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SchemaReport {
@@ -203,8 +219,14 @@ impl AddFilesResult {
         !self.rejected && self.errors.iter().all(|e| e.kind.is_schema_verdict())
     }
 
-    /// The short report `outflow iceberg add-files` prints.
+    /// The short report `outflow iceberg add-files` prints, its schema changes as every
+    /// Outflow command prints them (see [`ChangeTree`]).
     pub fn render(&self) -> String {
+        self.render_with(&plain)
+    }
+
+    /// [`AddFilesResult::render`] with each piece of the schema changes painted by `paint`.
+    pub fn render_with(&self, paint: Painter<'_>) -> String {
         let mut out = String::new();
         let mode = if self.dry_run {
             " (dry run: nothing committed)"
@@ -265,18 +287,31 @@ impl AddFilesResult {
                 "  REJECTED   incompatible files under on_incompatible: fail; nothing of their window was committed"
             );
         }
-        if !self.changes.is_empty() {
-            let _ = writeln!(out, "Schema changes:");
-            for c in &self.changes {
-                let _ = writeln!(out, "  {}", change_line(c));
+        let windows: std::collections::BTreeSet<usize> = self.changes.iter().map(|c| c.window).collect();
+        for window in &windows {
+            let heading = if windows.len() > 1 {
+                format!("Schema changes, window {window}:")
+            } else {
+                "Schema changes:".to_string()
+            };
+            let _ = writeln!(out, "{heading}");
+            let mut tree = ChangeTree::new();
+            for c in self.changes.iter().filter(|c| c.window == *window) {
+                tree.add(&c.as_change(), vec![format!("files: {}", files_list(&c.files))]);
             }
+            out.push_str(&tree.render("  ", paint));
         }
         if self.dry_run || self.rejected {
             let _ = writeln!(out, "File schemas:");
             for s in &self.schemas {
-                let _ = writeln!(out, "  {:<22} {}", s.verdict.to_string(), files_list(&s.files));
+                let _ = writeln!(
+                    out,
+                    "  {}: {}",
+                    files_list(&s.files),
+                    verdict_text(s.verdict, paint)
+                );
                 for r in &s.reasons {
-                    let _ = writeln!(out, "      {r}");
+                    let _ = writeln!(out, "    {}", paint(Tone::Refused, r));
                 }
             }
         }
@@ -306,35 +341,6 @@ impl fmt::Display for AddFilesResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.render())
     }
-}
-
-/// One change as the planner's reports print it (`+ add`, `~ relax`, `^ promote`,
-/// `! conflict`, `x refused`), with its files.
-fn change_line(c: &ChangeReport) -> String {
-    let (mark, word) = match (c.kind, c.applied) {
-        (ChangeKind::Conflict, _) => ("!", "conflict"),
-        (_, false) => ("x", "refused"),
-        (ChangeKind::Addition, true) => ("+", "add"),
-        (ChangeKind::Relaxation, true) => ("~", "relax"),
-        (ChangeKind::Promotion, true) => ("^", "promote"),
-    };
-    let what = match (&c.from, &c.to) {
-        (None, Some(to)) => to.clone(),
-        (Some(from), Some(to)) if c.kind == ChangeKind::Conflict => format!("table {from}, file {to}"),
-        (Some(from), Some(to)) => format!("{from} -> {to}"),
-        (Some(from), None) => from.clone(),
-        (None, None) => String::new(),
-    };
-    let refused = if !c.applied && c.kind != ChangeKind::Conflict {
-        format!(" ({} not allowed)", c.kind)
-    } else {
-        String::new()
-    };
-    format!(
-        "{mark} {word:<8} {}: {what}{refused}  [{}]",
-        c.path,
-        files_list(&c.files)
-    )
 }
 
 /// A few file names, then how many in all.
@@ -400,7 +406,9 @@ mod tests {
         assert!(text.contains("4 given, 2 added, 1 skipped, 1 failed"), "{text}");
         assert!(text.contains("rows       30 in 1 snapshot: 42"), "{text}");
         assert!(
-            text.contains("+ add      extra: string  [a.parquet, b.parquet, c.parquet, ... (4 files)]"),
+            text.contains(
+                "Schema changes:\n  └── + extra: string\n      files: a.parquet, b.parquet, c.parquet, ... (4 files)\n"
+            ),
             "{text}"
         );
         assert!(text.contains("bad.parquet  not_parquet: no PAR1 magic"), "{text}");

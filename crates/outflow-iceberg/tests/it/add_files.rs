@@ -1101,7 +1101,7 @@ pq.write_table(pa.table({"id": pa.array(["bad"])}), out("c.parquet"))
     assert_eq!(result.schemas.len(), 2);
     let text = result.render();
     assert!(
-        text.contains("dry run") && text.contains("^ promote  id: int -> long"),
+        text.contains("dry run") && text.contains("^ id: int -> long\n"),
         "{text}"
     );
     assert_eq!(lake.read(&table), before);
