@@ -14,22 +14,32 @@ pub enum ExitStatus {
     /// parse, names an unknown key, lacks a variable, its source path matches no file, a
     /// transform names a missing column, a sink option is invalid).
     Usage,
-    /// 3: the run finished, but the sink rejected some records (they are in the dead-letter
-    /// file, or listed in the error when there is none).
+    /// 3: the command finished, but some inputs were rejected and not written, each listed
+    /// with its reason: records for `run` (in the dead-letter file, or listed in the error
+    /// when there is none), files for `iceberg add-files`.
     Rejected,
     /// 130: stopped by Ctrl-C (128 + SIGINT, as shells report it) before it finished.
     Interrupted,
 }
 
-/// The exit codes as `--help` shows them.
+/// The exit codes as every `--help` shows them: one meaning per code, whatever the command.
 pub const EXIT_CODES_HELP: &str = "\
-Exit codes:
-  0  ok: every record was written
-  1  failed: a file could not be read or parsed, a value did not convert, or the sink failed
-  2  usage: bad arguments, or a job file that cannot run as written (syntax, unknown key,
-     missing variable, source path matching no file, unknown column, invalid sink option)
-  3  records rejected: the run finished, but the sink rejected some records
+Exit codes (the same for every outflow command):
+  0   ok: done, every input written (plan, check, --dry-run: nothing would fail)
+  1   failed: the command could not finish: a source file could not be read or parsed, a
+      value did not convert, a destination or change was refused, or the service failed
+  2   usage: bad arguments, or a job or options file that cannot run as written (syntax,
+      unknown key, missing variable, source path matching no file, unknown column,
+      invalid option, missing credentials)
+  3   rejected: finished, but some inputs were rejected and not written, each listed with
+      its reason: records for run (in the dead_letter file), files for iceberg add-files
   130 interrupted: stopped by Ctrl-C; what was not committed is removed";
+
+/// `text` (a command's examples and notes) followed by [`EXIT_CODES_HELP`], as every
+/// subcommand's `after_help`.
+pub fn after_help(text: &str) -> String {
+    format!("{text}\n\n{EXIT_CODES_HELP}")
+}
 
 impl ExitStatus {
     /// The process exit code.

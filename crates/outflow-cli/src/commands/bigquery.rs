@@ -6,31 +6,33 @@ use clap::{Args, Subcommand};
 use outflow_bigquery::{ConnectionOptions, EnsureTable, TableSchema, TimePartitioning, ensure_table};
 use outflow_core::{CreateDisposition, Error, Result, SchemaEvolutionConfig, SchemaEvolutionOption};
 
-use crate::exit::ExitStatus;
-use crate::output;
+use crate::exit::{ExitStatus, after_help};
 use crate::output::document::document;
+use crate::output::plan::{Outcome, render_outcome};
+use crate::output::{self, Style};
 
 /// Examples for `outflow bigquery ensure-table --help`.
 pub const ENSURE_TABLE_HELP: &str = "\
 Examples:
   outflow bigquery ensure-table --project my-project --table analytics.events --schema events.json
   outflow bigquery ensure-table --table my-project.analytics.events --schema events.yaml \\
-      --allow field-addition,field-relaxation --time-partitioning DAY:ts --clustering region
+      --allow allow_field_addition,allow_field_relaxation --time-partitioning DAY:ts --clustering region
   outflow bigquery ensure-table ... --emulator-host 127.0.0.1:9050 --dry-run
+  outflow bigquery ensure-table ... --rest-endpoint http://127.0.0.1:9050 \\
+      --grpc-endpoint http://127.0.0.1:9060
 
 The schema file is BigQuery's JSON schema (a list of {name, type, mode, fields}), as JSON
 or YAML. Credentials come from the environment (Application Default Credentials) unless
-an emulator is named (--emulator-host, or BIGQUERY_EMULATOR_HOST).
-
-Exit codes: 0 created, updated or already as asked (or, with --dry-run, would be);
-1 the change is not allowed or the service failed; 2 usage.";
+an emulator is named (--emulator-host, --rest-endpoint with --grpc-endpoint, or
+BIGQUERY_EMULATOR_HOST). Flags are named after the job file's keys (docs/cli.md).
+Exit code 1 when a change is not allowed (nothing is changed) or the service failed.";
 
 /// BigQuery subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BigQueryCommand {
     /// Create a table from a schema file, or evolve an existing one as allowed, printing
     /// what was done.
-    #[command(name = "ensure-table", after_help = ENSURE_TABLE_HELP)]
+    #[command(name = "ensure-table", after_help = after_help(ENSURE_TABLE_HELP))]
     EnsureTable(Box<EnsureTableArgs>),
 }
 
@@ -59,15 +61,16 @@ pub struct EnsureTableArgs {
     /// The dataset, when the table name has none.
     #[arg(long, value_name = "DATASET")]
     pub dataset: Option<String>,
-    /// Changes allowed on an existing table, comma-separated: field-addition,
-    /// field-relaxation. None: the table must already fit.
+    /// Changes allowed on an existing table (`schema_evolution.options`), comma-separated,
+    /// spelled as in job files or short: allow_field_addition (field-addition),
+    /// allow_field_relaxation (field-relaxation). None: the table must already fit.
     #[arg(long, value_name = "CHANGES", value_delimiter = ',')]
     pub allow: Vec<String>,
     /// Whether a missing table may be created.
     #[arg(
         long,
-        value_name = "create-if-needed|create-never",
-        default_value = "create-if-needed"
+        value_name = "create_if_needed|create_never",
+        default_value = "create_if_needed"
     )]
     pub create_disposition: String,
     /// Time partitioning of a table created: DAY, HOUR, MONTH or YEAR, optionally
@@ -77,13 +80,20 @@ pub struct EnsureTableArgs {
     /// Clustering columns of a table created, comma-separated.
     #[arg(long, value_name = "COLUMNS", value_delimiter = ',')]
     pub clustering: Vec<String>,
-    /// An emulator's REST `host:port` (anonymous credentials; gRPC on port 9060 unless
-    /// --emulator-grpc-host).
+    /// An emulator's REST `host:port` (`connection.emulator_host`; anonymous credentials;
+    /// gRPC on port 9060 unless --emulator-grpc-host).
     #[arg(long, value_name = "HOST:PORT")]
     pub emulator_host: Option<String>,
-    /// The emulator's gRPC `host:port`.
+    /// The emulator's gRPC `host:port` (`connection.emulator_grpc_host`).
     #[arg(long, value_name = "HOST:PORT")]
     pub emulator_grpc_host: Option<String>,
+    /// The REST endpoint for tables, as a URL (`connection.rest_endpoint`); `http://` is
+    /// reached without credentials.
+    #[arg(long, value_name = "URL", requires = "grpc_endpoint")]
+    pub rest_endpoint: Option<String>,
+    /// The Storage Write API's gRPC endpoint, as a URL (`connection.grpc_endpoint`).
+    #[arg(long, value_name = "URL", requires = "rest_endpoint")]
+    pub grpc_endpoint: Option<String>,
     /// Say what would be done, change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -98,6 +108,7 @@ const COMMAND: &str = "bigquery ensure-table";
 /// Runs `outflow bigquery ensure-table`.
 pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
     let json = args.json;
+    let dry_run = args.dry_run;
     match ensure(args).await {
         Ok(report) => {
             let status = if report.succeeded() {
@@ -109,7 +120,8 @@ pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
                 let report = serde_json::to_value(&report).expect("reports serialize");
                 output::println(document(COMMAND, status, report));
             } else {
-                output::print(&report);
+                let outcome = if dry_run { Outcome::DryRun } else { Outcome::Done };
+                output::print(render_outcome(&report.plan, outcome, Style::for_stdout()));
             }
             status
         }
@@ -139,13 +151,13 @@ async fn ensure(args: EnsureTableArgs) -> Result<outflow_bigquery::EnsureTableRe
     if let Some(text) = &args.time_partitioning {
         request.time_partitioning = Some(time_partitioning(text)?);
     }
-    if args.emulator_host.is_some() || args.emulator_grpc_host.is_some() {
-        request.connection = ConnectionOptions {
-            emulator_host: args.emulator_host,
-            emulator_grpc_host: args.emulator_grpc_host,
-            ..ConnectionOptions::default()
-        };
-    }
+    request.connection = ConnectionOptions {
+        rest_endpoint: args.rest_endpoint,
+        grpc_endpoint: args.grpc_endpoint,
+        emulator_host: args.emulator_host,
+        emulator_grpc_host: args.emulator_grpc_host,
+        ..ConnectionOptions::default()
+    };
     request.validate()?;
     ensure_table(&request).await
 }

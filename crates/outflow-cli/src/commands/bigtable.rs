@@ -6,9 +6,10 @@ use clap::{Args, Subcommand};
 use outflow_bigtable::{BigtableConnection, TableCreateOptions};
 use outflow_core::{CreateDisposition, DestinationPlan, Error, PlannedAction, Result};
 
-use crate::exit::ExitStatus;
-use crate::output;
+use crate::exit::{ExitStatus, after_help};
 use crate::output::document::document;
+use crate::output::plan::{Outcome, render_outcome};
+use crate::output::{self, Style};
 
 /// Examples for `outflow bigtable ensure-table --help`.
 pub const ENSURE_TABLE_HELP: &str = "\
@@ -26,17 +27,15 @@ The options file (YAML or JSON) declares the column families, in order:
 A missing table is created with them; an existing table gets the families it lacks, and
 nothing is ever dropped or modified. Credentials come from the environment (Application
 Default Credentials) unless an emulator is named (--endpoint or BIGTABLE_EMULATOR_HOST).
-
-Exit codes: 0 created, updated or already as declared (or, with --dry-run, would be);
-1 a declared family conflicts with the table (another value type) or the service failed;
-2 usage or a bad options file.";
+Exit code 1 when a declared family conflicts with the table (another value type) or the
+service failed.";
 
 /// Bigtable subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BigtableCommand {
     /// Create a table with its column families, or add the declared families it lacks,
     /// printing what was done.
-    #[command(name = "ensure-table", after_help = ENSURE_TABLE_HELP)]
+    #[command(name = "ensure-table", after_help = after_help(ENSURE_TABLE_HELP))]
     EnsureTable(Box<EnsureTableArgs>),
 }
 
@@ -67,16 +66,16 @@ pub struct EnsureTableArgs {
     /// Whether a missing table may be created.
     #[arg(
         long,
-        value_name = "create-if-needed|create-never",
-        default_value = "create-if-needed"
+        value_name = "create_if_needed|create_never",
+        default_value = "create_if_needed"
     )]
     pub create_disposition: String,
-    /// An emulator or endpoint `host:port`, reached without credentials.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// An emulator or endpoint `host:port` (`endpoint`), reached without credentials.
+    #[arg(long, alias = "emulator-host", value_name = "HOST:PORT")]
     pub endpoint: Option<String>,
-    /// The app profile to use.
-    #[arg(long, value_name = "ID")]
-    pub app_profile: Option<String>,
+    /// The app profile to use (`app_profile_id`).
+    #[arg(long, alias = "app-profile", value_name = "ID")]
+    pub app_profile_id: Option<String>,
     /// Say what would be done, change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -103,7 +102,8 @@ pub async fn execute_ensure_table(args: EnsureTableArgs) -> ExitStatus {
                 let plan = serde_json::to_value(&plan).expect("plans serialize");
                 output::println(document(COMMAND, status, plan));
             } else {
-                output::print(describe(&plan, dry_run));
+                let outcome = if dry_run { Outcome::DryRun } else { Outcome::Done };
+                output::print(render_outcome(&plan, outcome, Style::for_stdout()));
             }
             status
         }
@@ -121,7 +121,7 @@ async fn ensure(args: EnsureTableArgs) -> Result<DestinationPlan> {
     if let Some(endpoint) = args.endpoint {
         connection = connection.with_endpoint(endpoint);
     }
-    if let Some(profile) = args.app_profile {
+    if let Some(profile) = args.app_profile_id {
         connection = connection.with_app_profile_id(profile);
     }
     let client = connection.connect().await?;
@@ -139,24 +139,4 @@ async fn ensure(args: EnsureTableArgs) -> Result<DestinationPlan> {
         }
         Err(e) => Err(e),
     }
-}
-
-/// `table events: created` and one line per family, for people.
-fn describe(plan: &DestinationPlan, dry_run: bool) -> String {
-    let verb = match (plan.action, dry_run) {
-        (PlannedAction::Create, false) => "created",
-        (PlannedAction::Create, true) => "would be created",
-        (PlannedAction::Update, false) => "updated",
-        (PlannedAction::Update, true) => "would be updated",
-        (PlannedAction::Unchanged, _) => "unchanged: every declared family is there",
-        (PlannedAction::Fail, _) => "refused, nothing changed",
-    };
-    let mut out = format!("table {}: {verb}\n", plan.destination);
-    for detail in &plan.details {
-        out.push_str(&format!("  {detail}\n"));
-    }
-    if let Some(error) = &plan.error {
-        out.push_str(&format!("  {error}\n"));
-    }
-    out
 }

@@ -33,9 +33,7 @@ Examples:
   outflow check job.yaml --schema-only    the files and the schemas, reading no data
   outflow check job.yaml --json
 
-Exit codes: 0 the source reads cleanly, 1 a file could not be read or a value did not
-parse or convert (the error names the file and line or row), 2 usage or bad job file
-(including a source path that matches no file).";
+An error names the file and the line or row.";
 
 /// How many file names the text output lists.
 const LISTED_FILES: usize = 10;

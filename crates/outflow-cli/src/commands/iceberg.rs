@@ -14,28 +14,29 @@ use outflow_core::{
 use outflow_iceberg::add_files::{AddFiles, AddFilesOptions, AddFilesResult, BatchWindow};
 use outflow_iceberg::{CatalogConfig, TableCreateOptions};
 
-use crate::exit::ExitStatus;
-use crate::output;
+use crate::exit::{ExitStatus, after_help};
 use crate::output::document::document;
+use crate::output::plan::painter;
+use crate::output::{self, Style};
 
 /// Examples for `outflow iceberg add-files --help`.
 pub const ADD_FILES_HELP: &str = "\
 Examples:
   outflow iceberg add-files --catalog-uri ./lake/catalog.db --warehouse ./lake/warehouse \\
-      --table db.events --allow field-addition,type-promotion data/*.parquet
+      --table db.events --allow allow_field_addition,allow_type_promotion data/*.parquet
   find /data/events -name '*.parquet' | outflow iceberg add-files --catalog-uri ./lake/catalog.db \\
       --warehouse ./lake/warehouse --table db.events --partition-field 'day(ts)' \\
       --location-prefix /data/events -
   outflow iceberg add-files ... --dry-run        what would change, committing nothing
   outflow iceberg add-files ... --json           one JSON document on stdout
 
-Exit codes: 0 every file registered or skipped (already in the table, given twice) and,
-under --on-incompatible route-to-errors, incompatible files listed; 1 a file could not be
-read or partitioned, or the run failed (catalog, commit); 2 usage; 3 files were
-incompatible under --on-incompatible fail (the default): nothing of their window was
-committed, and every one is listed.";
+Files are inputs: one that cannot be registered (unreadable, not Parquet, incompatible,
+partition values unknown) is listed with its reason and the command ends with exit code 3,
+having committed the others (under --on-incompatible fail, the default, nothing of the
+window holding incompatible files). Exit code 1 is a failure of the whole command (the
+catalog, a commit).";
 
-/// Footers read at once when `--concurrency` is not given.
+/// Footers read at once when `--max-concurrent-reads` is not given.
 const DEFAULT_CONCURRENCY: usize = 32;
 /// Inputs from which a progress bar is worth drawing.
 const PROGRESS_FROM: usize = 100;
@@ -45,7 +46,7 @@ const PROGRESS_FROM: usize = 100;
 pub enum IcebergCommand {
     /// Register existing Parquet files into an Iceberg table (reading only their footers),
     /// evolving its schema as allowed; creates the table when missing.
-    #[command(name = "add-files", after_help = ADD_FILES_HELP)]
+    #[command(name = "add-files", after_help = after_help(ADD_FILES_HELP))]
     AddFiles(Box<AddFilesArgs>),
 }
 
@@ -75,25 +76,27 @@ pub struct AddFilesArgs {
     /// The table.
     #[arg(long, value_name = "NAMESPACE.TABLE")]
     pub table: String,
-    /// Schema changes allowed, comma-separated: field-addition, field-relaxation,
-    /// type-promotion. None: files must fit the table as it is.
+    /// Schema changes allowed (`schema_evolution.options`), comma-separated, spelled as in
+    /// job files or short: allow_field_addition (field-addition), allow_field_relaxation
+    /// (field-relaxation), allow_type_promotion (type-promotion). None: files must fit the
+    /// table as it is.
     #[arg(long, value_name = "CHANGES", value_delimiter = ',')]
     pub allow: Vec<String>,
     /// A column that must stay required and hold no nulls (dotted path; repeatable).
     #[arg(long = "required-column", value_name = "PATH")]
     pub required_columns: Vec<String>,
-    /// What incompatible files do: fail (commit nothing, list them all) or route-to-errors
+    /// What incompatible files do: fail (commit nothing, list them all) or route_to_errors
     /// (commit the others).
-    #[arg(long, value_name = "fail|route-to-errors")]
+    #[arg(long, value_name = "fail|route_to_errors")]
     pub on_incompatible: Option<String>,
     /// Files whose statistics cannot prove what a rule needs: reject or accept.
-    #[arg(long, value_name = "reject|accept")]
-    pub unverifiable: Option<String>,
+    #[arg(long, alias = "unverifiable", value_name = "reject|accept")]
+    pub on_unverifiable: Option<String>,
     /// Whether a missing table may be created (from the union of the files' schemas).
     #[arg(
         long,
-        value_name = "create-if-needed|create-never",
-        default_value = "create-if-needed"
+        value_name = "create_if_needed|create_never",
+        default_value = "create_if_needed"
     )]
     pub create_disposition: String,
     /// A partition field of a table this creates: `region`, `day(ts)`, `bucket(16, id)`,
@@ -117,8 +120,8 @@ pub struct AddFilesArgs {
     #[arg(long, value_name = "N")]
     pub files_per_manifest: Option<usize>,
     /// Footers read at once.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_CONCURRENCY)]
-    pub concurrency: usize,
+    #[arg(long, alias = "concurrency", value_name = "N", default_value_t = DEFAULT_CONCURRENCY)]
+    pub max_concurrent_reads: usize,
     /// Plan and check everything, commit nothing; reports each schema's changes and files.
     #[arg(long)]
     pub dry_run: bool,
@@ -142,7 +145,7 @@ pub async fn execute_add_files(args: AddFilesArgs) -> ExitStatus {
                 let result = serde_json::to_value(&result).expect("the result serializes");
                 output::println(document("iceberg add-files", status, result));
             } else {
-                output::print(result.render());
+                output::print(result.render_with(&painter(Style::for_stdout())));
             }
             status
         }
@@ -162,12 +165,12 @@ async fn add_files(args: AddFilesArgs) -> Result<(AddFilesResult, ExitStatus)> {
     let result = adder.run(&files).await;
     bar.finish_and_clear();
     let result = result?;
-    let status = if result.rejected {
+    // Files are the inputs: any not registered (listed with its reason) is exit 3, as
+    // rejected records are for `run`; 1 is only an error of the whole command.
+    let status = if result.rejected || !result.errors.is_empty() {
         ExitStatus::Rejected
-    } else if result.is_clean() {
-        ExitStatus::Ok
     } else {
-        ExitStatus::Failed
+        ExitStatus::Ok
     };
     Ok((result, status))
 }
@@ -232,10 +235,10 @@ fn evolution(args: &AddFilesArgs) -> Result<SchemaEvolutionConfig> {
             .map_err(|e: Error| Error::invalid_config("--on-incompatible", e.message()))?;
         builder = builder.on_incompatible(handling);
     }
-    if let Some(handling) = &args.unverifiable {
+    if let Some(handling) = &args.on_unverifiable {
         let handling: UnverifiableFileHandling = handling
             .parse()
-            .map_err(|e: Error| Error::invalid_config("--unverifiable", e.message()))?;
+            .map_err(|e: Error| Error::invalid_config("--on-unverifiable", e.message()))?;
         builder = builder.on_unverifiable(handling);
     }
     if args.dry_run {
@@ -248,11 +251,11 @@ fn evolution(args: &AddFilesArgs) -> Result<SchemaEvolutionConfig> {
         && (args.dry_run
             || !args.required_columns.is_empty()
             || args.on_incompatible.is_some()
-            || args.unverifiable.is_some())
+            || args.on_unverifiable.is_some())
     {
         return Err(Error::invalid_config(
             "--allow",
-            "--dry-run, --required-column, --on-incompatible and --unverifiable need at least one --allow change \
+            "--dry-run, --required-column, --on-incompatible and --on-unverifiable need at least one --allow change \
              (without one, files must fit the table as it is and there is nothing to plan)",
         ));
     }
@@ -269,7 +272,7 @@ fn options(args: &AddFilesArgs) -> Result<AddFilesOptions> {
         .table(args.table.clone())
         .create_disposition(disposition)
         .schema_evolution(evolution(args)?)
-        .max_concurrent_reads(args.concurrency);
+        .max_concurrent_reads(args.max_concurrent_reads);
     let mut layout = TableCreateOptions::builder();
     for field in &args.partition_fields {
         layout = layout.partition_field(field.clone());
@@ -351,7 +354,7 @@ mod tests {
             "id",
             "--on-incompatible",
             "route-to-errors",
-            "--unverifiable",
+            "--on-unverifiable",
             "accept",
             "--partition-field",
             "day(ts)",

@@ -29,7 +29,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use outflow_core::Error;
 
-use crate::exit::{EXIT_CODES_HELP, ExitStatus};
+use crate::exit::{ExitStatus, after_help};
 use crate::job::JobFile;
 use crate::output;
 use crate::output::document::{error_document, usage_document};
@@ -48,7 +48,7 @@ Logs: none unless OUTFLOW_LOG sets a filter (e.g. OUTFLOW_LOG=debug); they go to
 
 /// The `outflow` command line.
 #[derive(Debug, Parser)]
-#[command(name = "outflow", version, about = ABOUT, after_help = format!("{AFTER_HELP}\n\n{EXIT_CODES_HELP}"))]
+#[command(name = "outflow", version, about = ABOUT, after_help = after_help(AFTER_HELP))]
 pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
@@ -59,16 +59,16 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a job: read the source, apply the transforms, write through the sink.
-    #[command(after_help = run::AFTER_HELP)]
+    #[command(after_help = after_help(run::AFTER_HELP))]
     Run(run::RunArgs),
     /// Show what a run would do to each destination (create, evolve, or the error it would
     /// hit), changing nothing.
-    #[command(after_help = plan::AFTER_HELP)]
+    #[command(after_help = after_help(plan::AFTER_HELP))]
     Plan(plan::PlanArgs),
     /// Read the source through the transforms and validate the sink's options, reaching no
     /// service and writing nothing: the files, the schema the sink would receive, and the
     /// rows; finds bad rows and bad options before a run does.
-    #[command(after_help = check::AFTER_HELP)]
+    #[command(after_help = after_help(check::AFTER_HELP))]
     Check(check::CheckArgs),
     /// Iceberg tables: register existing Parquet files (`outflow iceberg add-files`).
     #[cfg(feature = "iceberg")]

@@ -26,9 +26,7 @@ Each destination shows its action (create, update, unchanged, fail) and, for sin
 evolve schemas, the changes as a tree: + added, ~ relaxed to optional, ^ promoted to a
 wider type, ! conflict, x not allowed by the evolution options. A fixed table is planned
 from the schema alone; a table template reads the source to find the tables.
-
-Exit codes: 0 every destination can be prepared, 1 a destination would fail (or the plan
-could not be made), 2 usage or bad job file.";
+Exit code 1 when a destination would fail (or the plan could not be made).";
 
 /// Arguments of `outflow plan`.
 #[derive(Debug, Args)]

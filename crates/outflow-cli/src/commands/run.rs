@@ -22,9 +22,8 @@ Examples:
   outflow run nightly.yaml --json > result.json    the WriteResult and timing as JSON
   TOKEN=... outflow run job.yaml                   ${TOKEN} in the job file is replaced
 
-Records the sink rejects go to the job's dead_letter file; without one the run ends with
-exit code 3 and lists the first five. Exit codes: 0 ok, 1 failed, 2 usage or bad job
-file, 3 records rejected.";
+Records the sink rejects go to the job's dead_letter file (without one, the first five are
+listed), and the run ends with exit code 3.";
 
 /// Arguments of `outflow run`.
 #[derive(Debug, Args)]
