@@ -235,3 +235,62 @@ fn without_credentials_a_job_fails_fast_saying_what_to_do() {
         );
     }
 }
+
+#[test]
+fn ensure_table_flags_are_named_as_the_job_keys() {
+    let env = BigQueryEnv::from_env();
+    let dataset = unique_name("cli");
+    env.create_dataset(&dataset);
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = dir.path().join("v1.yaml");
+    std::fs::write(&v1, "- {name: id, type: INT64, mode: REQUIRED}\n").unwrap();
+    let v2 = dir.path().join("v2.yaml");
+    std::fs::write(
+        &v2,
+        "- {name: id, type: INT64, mode: REQUIRED}\n- {name: note, type: STRING}\n",
+    )
+    .unwrap();
+    let host = env.rest.trim_start_matches("http://").to_string();
+    let grpc = env.grpc.trim_start_matches("http://").to_string();
+    // connection.rest_endpoint and connection.grpc_endpoint, and the emulator flags.
+    let endpoints = [
+        "--rest-endpoint",
+        env.rest.as_str(),
+        "--grpc-endpoint",
+        env.grpc.as_str(),
+    ];
+    let emulator = [
+        "--emulator-host",
+        host.as_str(),
+        "--emulator-grpc-host",
+        grpc.as_str(),
+    ];
+    let base = |connection: &[&str; 4], schema: &std::path::Path| {
+        let mut cmd = outflow();
+        cmd.args(["bigquery", "ensure-table", "--project", &env.project])
+            .args(["--dataset", &dataset, "--table", "events"])
+            .args(connection)
+            .arg("--schema")
+            .arg(schema);
+        cmd
+    };
+    base(&endpoints, &v1)
+        .args(["--create-disposition", "create_if_needed"])
+        .assert()
+        .success()
+        .stdout(contains("events: created"));
+    // --allow takes the job file's spelling and the short one; the change prints as plan
+    // prints it.
+    for (connection, spelling) in [
+        (&endpoints, "allow_field_addition"),
+        (&emulator, "field-addition"),
+    ] {
+        base(connection, &v2)
+            .args(["--allow", spelling, "--dry-run"])
+            .assert()
+            .success()
+            .stdout(contains("update (dry run: nothing changed)"))
+            .stdout(contains("  └── + note: string\n"));
+    }
+    assert_eq!(names(&env.read_table(&dataset, "events")), ["id"]);
+}

@@ -81,19 +81,20 @@ fn ensure_table_creates_then_adds_only_missing_families() {
         "column_families:\n  - {name: cf, gc_rule: {max_versions: 1}}\n  - {name: clicks, type: {aggregate: sum}}\n",
     )
     .unwrap();
+    let target = [
+        "bigtable",
+        "ensure-table",
+        "--project",
+        PROJECT,
+        "--instance",
+        INSTANCE,
+    ];
     let base = |options: &std::path::Path| {
         let mut cmd = outflow();
-        cmd.args([
-            "bigtable",
-            "ensure-table",
-            "--project",
-            PROJECT,
-            "--instance",
-            INSTANCE,
-        ])
-        .args(["--table", &table, "--endpoint", &host])
-        .arg("--options")
-        .arg(options);
+        cmd.args(target)
+            .args(["--table", &table, "--endpoint", &host])
+            .arg("--options")
+            .arg(options);
         cmd
     };
     base(&v1)
@@ -104,7 +105,7 @@ fn ensure_table_creates_then_adds_only_missing_families() {
         .arg("--dry-run")
         .assert()
         .success()
-        .stdout(contains("would be updated").and(contains("clicks")));
+        .stdout(contains("update (dry run: nothing changed)").and(contains("clicks")));
     base(&v2)
         .assert()
         .success()
@@ -117,6 +118,19 @@ fn ensure_table_creates_then_adds_only_missing_families() {
     );
     assert_eq!(read["families"]["clicks"]["value_type"], "sum");
     base(&v2).assert().success().stdout(contains("unchanged"));
+    // Flags named as the job file's keys (`app_profile_id`); the old --app-profile, and
+    // --emulator-host for --endpoint as the BigQuery command spells it, still work.
+    base(&v2)
+        .args(["--app-profile-id", "default"])
+        .assert()
+        .success()
+        .stdout(contains(": unchanged"));
+    let mut aliases = outflow();
+    aliases
+        .args(target)
+        .args(["--table", &table, "--emulator-host", &host]);
+    aliases.args(["--app-profile", "default", "--options"]).arg(&v2);
+    aliases.assert().success().stdout(contains(": unchanged"));
     // Declaring an existing raw family as an aggregate is refused, naming it.
     let v3 = dir.path().join("v3.yaml");
     std::fs::write(&v3, "column_families:\n  - {name: cf, type: {aggregate: max}}\n").unwrap();

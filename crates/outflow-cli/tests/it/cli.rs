@@ -36,7 +36,7 @@ fn help_lists_the_commands_examples_and_exit_codes() {
         .success()
         .stdout(contains("run").and(contains("plan")).and(contains("check")))
         .stdout(contains("outflow run examples/jobs/quickstart.yaml"))
-        .stdout(contains("Exit codes:").and(contains("3  records rejected")));
+        .stdout(contains("Exit codes").and(contains("3   rejected: finished")));
     for (command, example) in [
         ("run", "outflow run nightly.yaml --json"),
         ("plan", "outflow plan job.yaml --json"),
@@ -47,6 +47,36 @@ fn help_lists_the_commands_examples_and_exit_codes() {
             .assert()
             .success()
             .stdout(contains("Examples:").and(contains(example)));
+    }
+    // One meaning per exit code: every command's help ends with the same block.
+    let block = |args: &[&str]| {
+        let out = outflow()
+            .args(args)
+            .arg("--help")
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let start = text
+            .find("Exit codes (the same for every outflow command):")
+            .unwrap_or_else(|| panic!("{args:?} --help has no exit codes:\n{text}"));
+        text[start..].trim_end().to_string()
+    };
+    let top = block(&[]);
+    assert!(
+        top.contains("3   rejected: finished, but some inputs were rejected and not written"),
+        "{top}"
+    );
+    for command in [
+        &["run"][..],
+        &["plan"],
+        &["check"],
+        &["iceberg", "add-files"],
+        &["bigquery", "ensure-table"],
+        &["bigtable", "ensure-table"],
+    ] {
+        assert_eq!(block(command), top, "{command:?}");
     }
     outflow()
         .arg("--version")

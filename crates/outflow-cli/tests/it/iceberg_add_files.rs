@@ -85,10 +85,11 @@ open(f"{D}/notes.parquet", "w").write("not parquet")
         .assert()
         .success()
         .stdout(contains("dry run"))
-        .stdout(contains("+ add      w: double  [b.parquet]"));
+        .stdout(contains("└── + w: double\n"))
+        .stdout(contains("files: b.parquet\n"));
 
-    // Routed: the good file is registered from stdin, the bad one listed; a file that is
-    // not Parquet makes the run exit 1.
+    // Routed: the good file is registered from stdin, the bad ones listed (one not
+    // Parquet, one incompatible): files rejected, exit 3, as rejected records are for run.
     let out = add_files(d)
         .args([
             "--allow",
@@ -100,7 +101,7 @@ open(f"{D}/notes.parquet", "w").write("not parquet")
         ])
         .write_stdin("b.parquet\nbad.parquet\nnotes.parquet\na.parquet\n")
         .assert()
-        .code(1)
+        .code(3)
         .get_output()
         .stdout
         .clone();
@@ -149,4 +150,75 @@ fn add_files_usage_errors_exit_2() {
         .assert()
         .code(2)
         .stderr(contains("--warehouse"));
+}
+
+#[test]
+fn a_dry_run_prints_a_change_as_plan_does_and_flags_take_the_job_file_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    pyarrow(
+        d,
+        r#"
+pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), f"{D}/a.parquet")
+pq.write_table(pa.table({"id": pa.array([2], pa.int64()), "w": pa.array([1.5])}), f"{D}/b.parquet")
+"#,
+    );
+    add_files(d).arg("a.parquet").assert().success();
+
+    // The same change, the same line, whether add-files or plan prints it.
+    let change = "  └── + w: double\n";
+    for spelling in ["allow_field_addition", "field-addition", "ALLOW_FIELD_ADDITION"] {
+        add_files(d)
+            .args(["--allow", spelling, "--dry-run", "b.parquet"])
+            .assert()
+            .success()
+            .stdout(contains(change));
+    }
+    let job = d.join("job.yaml");
+    std::fs::write(
+        &job,
+        "source: {path: b.parquet}\nsink:\n  iceberg:\n    catalog: {type: sql, uri: catalog.db, warehouse: warehouse}\n    \
+         table: db.events\n    schema_evolution: {options: [allow_field_addition]}\n",
+    )
+    .unwrap();
+    outflow()
+        .arg("plan")
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(contains("db.events: update\n"))
+        .stdout(contains(change));
+
+    // Flags named after the job file's keys; the old names still work, and values take the
+    // job file's spellings.
+    for flags in [
+        [
+            "--on-unverifiable",
+            "accept",
+            "--max-concurrent-reads",
+            "4",
+            "--on-incompatible",
+            "route_to_errors",
+            "--create-disposition",
+            "create_never",
+        ],
+        [
+            "--unverifiable",
+            "accept",
+            "--concurrency",
+            "4",
+            "--on-incompatible",
+            "route-to-errors",
+            "--create-disposition",
+            "create-never",
+        ],
+    ] {
+        add_files(d)
+            .args(["--allow", "allow_field_addition", "--dry-run"])
+            .args(flags)
+            .arg("b.parquet")
+            .assert()
+            .success()
+            .stdout(contains(change));
+    }
 }
