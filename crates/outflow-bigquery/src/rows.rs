@@ -413,7 +413,7 @@ mod tests {
             1 << 20,
         )
         .unwrap_err();
-        assert!(err.to_string().contains("~ relax    must"), "{err}");
+        assert!(err.to_string().contains("~ must: required -> optional"), "{err}");
     }
 
     #[test]
