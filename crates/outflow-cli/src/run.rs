@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use crate::job::{SourceSpec, TransformSpec};
 use crate::output::progress::Progress;
-use crate::source::{Source, SourceEvent, SourceFile, SourceStream};
+use crate::source::{RowOrigins, SinkRowOrigins, Source, SourceEvent, SourceFile, SourceStream};
 use crate::transform::Transforms;
 
 /// Batches read ahead of the sink; with the batch being transformed and the one being
@@ -106,9 +106,20 @@ pub struct Batches<'p> {
 impl Batches<'_> {
     /// The next non-empty transformed batch, or `None` at the end. Errors name the file.
     pub async fn next(&mut self) -> Result<Option<RecordBatch>> {
+        Ok(self.next_with_origins().await?.map(|(batch, _, _)| batch))
+    }
+
+    /// The same, with the index of the file the batch was read from (in the source's
+    /// files) and where in it each of its rows was.
+    pub async fn next_with_origins(&mut self) -> Result<Option<(RecordBatch, usize, RowOrigins)>> {
         while let Some(event) = self.stream.next().await {
             match event? {
-                SourceEvent::Batch { file, batch, bytes } => {
+                SourceEvent::Batch {
+                    file,
+                    batch,
+                    bytes,
+                    mut origins,
+                } => {
                     if self.current_file != Some(file) {
                         self.transforms.start_file();
                         self.current_file = Some(file);
@@ -118,13 +129,16 @@ impl Batches<'_> {
                     self.stats.bytes += bytes;
                     self.progress.batch(rows, bytes);
                     let path = &self.files[file];
-                    let batch = self.transforms.apply(batch).map_err(|e| {
-                        let message = format!("{}: {}", path.display(), e.message());
-                        e.with_message(message)
-                    })?;
+                    let batch = self
+                        .transforms
+                        .apply_with_origins(batch, &mut origins)
+                        .map_err(|e| {
+                            let message = format!("{}: {}", path.display(), e.message());
+                            e.with_message(message)
+                        })?;
                     if batch.num_rows() > 0 {
                         self.stats.rows_out += batch.num_rows() as u64;
-                        return Ok(Some(batch));
+                        return Ok(Some((batch, file, origins)));
                     }
                 }
                 SourceEvent::FileDone { bytes, .. } => {
@@ -221,6 +235,8 @@ pub(crate) struct RejectionStream {
     file: Option<(PathBuf, BufWriter<File>)>,
     rejected: Rejections,
     first: Vec<FailedRecord>,
+    /// Where the rows given to the sink came from, when this side read them.
+    origins: Option<SinkRowOrigins>,
 }
 
 impl RejectionStream {
@@ -234,7 +250,22 @@ impl RejectionStream {
             file,
             rejected: Rejections::default(),
             first: Vec::new(),
+            origins: None,
         })
+    }
+
+    /// Names each record's source file and line in the dead-letter file, from `origins`,
+    /// which the caller keeps up with the rows it gives the sink ([`Self::given`]).
+    pub(crate) fn with_origins(mut self, origins: SinkRowOrigins) -> RejectionStream {
+        self.origins = Some(origins);
+        self
+    }
+
+    /// Counts a batch given to the sink, read from `file` with rows at `origins`.
+    pub(crate) fn given(&mut self, file: usize, origins: &RowOrigins) {
+        if let Some(known) = &mut self.origins {
+            known.given(file, origins);
+        }
     }
 
     /// Writes `records` out (flushed, so the file is current after each batch), counts them
@@ -252,7 +283,11 @@ impl RejectionStream {
                 .with_context("file", path.display().to_string())
             };
             for record in &records {
-                writeln!(out, "{}", record.dead_letter_line()).map_err(io)?;
+                let source = match (&self.origins, record.index) {
+                    (Some(origins), Some(index)) => origins.source_of(index),
+                    _ => None,
+                };
+                writeln!(out, "{}", record.dead_letter_line_from(source.as_ref())).map_err(io)?;
             }
             out.flush().map_err(io)?;
         }
@@ -329,7 +364,14 @@ pub async fn run(
     let schema = pipeline.output_schema().clone();
     destination.validate(&schema)?;
     // Created before reading, so an unwritable path fails before any work.
-    let mut rejections = RejectionStream::open(options.dead_letter.as_deref())?;
+    let files = pipeline
+        .source()
+        .files()
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    let mut rejections =
+        RejectionStream::open(options.dead_letter.as_deref())?.with_origins(SinkRowOrigins::new(files));
 
     let mut prepared = Vec::new();
     let written = tokio::select! {
@@ -388,7 +430,7 @@ async fn write_all(
         prepared_names.insert(table.to_string());
     }
     let mut batches = pipeline.batches(progress);
-    while let Some(batch) = batches.next().await? {
+    while let Some((batch, file, origins)) = batches.next_with_origins().await? {
         if destination.fixed().is_none() {
             for name in destination_names(destination, &batch)? {
                 if prepared_names.insert(name.clone()) {
@@ -396,6 +438,8 @@ async fn write_all(
                 }
             }
         }
+        // Counted before writing: the sink may reject rows of this batch at once.
+        rejections.given(file, &origins);
         sink.write(batch).await?;
         rejections.take(sink.take_failed())?;
     }
@@ -754,12 +798,16 @@ mod tests {
                 .lines()
                 .map(|l| serde_json::from_str(l).unwrap())
                 .collect();
+            let file = fixture.dir.path().join("in.csv").display().to_string();
             assert_eq!(
                 lines,
                 [
-                    serde_json::json!({"destination": "db.t", "index": 0, "record": {"id": 1, "region": "eu"}, "reason": "id 1 is odd"}),
-                    serde_json::json!({"destination": "db.t", "index": 2, "record": {"id": 3, "region": "eu"}, "reason": "id 3 is odd"}),
-                    serde_json::json!({"destination": "db.t", "index": 4, "record": {"id": 5, "region": "ap"}, "reason": "id 5 is odd"}),
+                    serde_json::json!({"destination": "db.t", "index": 0, "record": {"id": 1, "region": "eu"}, "reason": "id 1 is odd",
+                        "source": {"file": file, "line": 2}}),
+                    serde_json::json!({"destination": "db.t", "index": 2, "record": {"id": 3, "region": "eu"}, "reason": "id 3 is odd",
+                        "source": {"file": file, "line": 4}}),
+                    serde_json::json!({"destination": "db.t", "index": 4, "record": {"id": 5, "region": "ap"}, "reason": "id 5 is odd",
+                        "source": {"file": file, "line": 6}}),
                 ]
             );
             // Batches of two rows: a streaming sink's rejects of ids 1 and 3 are in the file
@@ -783,6 +831,98 @@ mod tests {
             // error.
             assert!(report.rejection_error().is_none());
             assert_eq!(crate::commands::run::status_of(&report), ExitStatus::Rejected);
+        }
+    }
+
+    /// The sink counts only the rows it is given; after a filter, and across files, each
+    /// rejected record still names the file and line it was read from.
+    #[tokio::test]
+    async fn dead_letter_lines_name_the_source_line_after_a_filter_and_across_files() {
+        for (name, a, b) in [
+            ("csv", "id\n1\n2\n3\n", "id\n4\n5\n6\n7\n"),
+            (
+                "ndjson",
+                "{\"id\": 1}\n\n{\"id\": 2}\n{\"id\": 3}\n",
+                "{\"id\": 4}\n{\"id\": 5}\n\n\n{\"id\": 6}\n{\"id\": 7}\n",
+            ),
+            ("parquet", "", ""),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            if name == "parquet" {
+                let rows = |ids: &[i64]| ids.iter().map(|&id| (id, None)).collect::<Vec<_>>();
+                crate::source::testing::write_parquet(dir.path(), "a.parquet", &rows(&[1, 2, 3]));
+                crate::source::testing::write_parquet(dir.path(), "b.parquet", &rows(&[4, 5, 6, 7]));
+            } else {
+                write(dir.path(), &format!("a.{name}"), a);
+                write(dir.path(), &format!("b.{name}"), b);
+            }
+            let fixture = Fixture {
+                dir,
+                log: Arc::default(),
+            };
+            let mut spec = spec(&format!("*.{name}"));
+            spec.batch_size = 2;
+            // Drops 2 and 6: the sink is given 1, 3, 4, 5, 7 and rejects the odd ones.
+            let transforms: Vec<TransformSpec> = crate::job::from_yaml(
+                "[{filter: {column: id, op: ne, value: 2}}, {filter: {column: id, op: ne, value: 6}}]",
+            )
+            .unwrap();
+            let pipeline = Pipeline::open(&spec, &transforms, fixture.dir.path()).unwrap();
+            let path = fixture.dir.path().join("failed.ndjson");
+            let mut sink = RecordingSink {
+                reject: Some(|id| id % 2 == 1),
+                streams: true,
+                log: fixture.log.clone(),
+                ..RecordingSink::default()
+            };
+            let preparer = RecordingPreparer {
+                log: fixture.log.clone(),
+            };
+            let options = RunOptions {
+                dead_letter: Some(path.clone()),
+                ..RunOptions::default()
+            };
+            run(
+                pipeline,
+                &mut sink,
+                &preparer,
+                &Destination::Table("db.t".into()),
+                &options,
+                &Progress::hidden(),
+            )
+            .await
+            .unwrap();
+            let unit = if name == "parquet" { "row" } else { "line" };
+            let found: Vec<(u64, String, u64)> = std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    let line: serde_json::Value = serde_json::from_str(l).unwrap();
+                    let file = line["source"]["file"].as_str().unwrap();
+                    let file = Path::new(file).file_name().unwrap().to_str().unwrap().to_string();
+                    (
+                        line["index"].as_u64().unwrap(),
+                        file,
+                        line["source"][unit].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            let (a, b) = (format!("a.{name}"), format!("b.{name}"));
+            let places = match name {
+                // Lines count the header.
+                "csv" => [2, 4, 3, 5],
+                // Blank lines count too.
+                "ndjson" => [1, 4, 2, 6],
+                // Row offsets from 0.
+                _ => [0, 2, 1, 3],
+            };
+            let expected = vec![
+                (0, a.clone(), places[0]),
+                (1, a, places[1]),
+                (3, b.clone(), places[2]),
+                (4, b, places[3]),
+            ];
+            assert_eq!(found, expected, "{name}");
         }
     }
 

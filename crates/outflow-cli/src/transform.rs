@@ -23,6 +23,7 @@ use outflow_core::select::{flatten_batch, flatten_schema, select_batch, select_s
 use outflow_core::{Error, ErrorKind, FieldAccessDescriptor, FlattenPolicy, Result};
 
 use crate::job::{FilterOp, FilterSpec, Literal, TransformSpec};
+use crate::source::{RowOrigins, Unit};
 
 /// The job's transforms, planned against the source schema.
 #[derive(Debug)]
@@ -110,9 +111,20 @@ impl Transforms {
 
     /// Applies every step to `batch`, which must have the input schema.
     pub fn apply(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
+        let mut origins = RowOrigins::consecutive(Unit::Row, 0, batch.num_rows());
+        self.apply_with_origins(batch, &mut origins)
+    }
+
+    /// Applies every step to `batch`, keeping in `origins` (where `batch`'s rows came from)
+    /// the places of the rows that are left.
+    pub fn apply_with_origins(
+        &mut self,
+        batch: RecordBatch,
+        origins: &mut RowOrigins,
+    ) -> Result<RecordBatch> {
         let mut batch = batch;
         for step in &mut self.steps {
-            batch = apply_step(step, batch).map_err(|e| in_step(&step.key, e))?;
+            batch = apply_step(step, batch, origins).map_err(|e| in_step(&step.key, e))?;
         }
         Ok(batch)
     }
@@ -147,7 +159,7 @@ fn plan_step(spec: &TransformSpec, schema: &SchemaRef) -> Result<(Op, SchemaRef)
     }
 }
 
-fn apply_step(step: &mut Step, batch: RecordBatch) -> Result<RecordBatch> {
+fn apply_step(step: &mut Step, batch: RecordBatch, origins: &mut RowOrigins) -> Result<RecordBatch> {
     match &mut step.op {
         Op::Select(fields) => select_batch(&batch, fields),
         Op::Flatten(policy) => flatten_batch(&batch, *policy),
@@ -155,7 +167,11 @@ fn apply_step(step: &mut Step, batch: RecordBatch) -> Result<RecordBatch> {
             step.output.clone(),
             batch.columns().to_vec(),
         )?),
-        Op::Filter(filter) => filter.apply(&batch),
+        Op::Filter(filter) => {
+            let keep = filter.mask(&batch)?;
+            *origins = origins.filter(&keep);
+            Ok(filter_record_batch(&batch, &keep)?)
+        }
         Op::Cast(cast) => cast.apply(&batch, &step.output),
     }
 }
@@ -279,7 +295,8 @@ fn is_comparable(t: &DataType) -> bool {
 }
 
 impl Filter {
-    fn apply(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+    /// Which rows of `batch` the filter keeps.
+    fn mask(&self, batch: &RecordBatch) -> Result<BooleanArray> {
         let column = batch.column(self.column);
         let mask = match (self.op, &self.value) {
             (FilterOp::IsNull, _) => arrow::compute::is_null(column)?,
@@ -297,7 +314,7 @@ impl Filter {
             }
             (_, None) => return Err(Error::internal("a comparison filter has no value")),
         };
-        Ok(filter_record_batch(batch, &mask)?)
+        Ok(mask)
     }
 }
 

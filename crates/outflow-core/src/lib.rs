@@ -35,5 +35,6 @@ pub use evolution::{
 pub use retry::{RetryClass, RetryPolicy};
 pub use select::{FieldAccessDescriptor, FlattenPolicy};
 pub use sink::{
-    Aborted, DestinationPlan, FailedRecord, PlannedAction, PrepareDestination, Sink, WriteResult,
+    Aborted, DestinationPlan, FailedRecord, PlannedAction, PrepareDestination, RecordSource, Sink,
+    SourcePosition, WriteResult,
 };

@@ -38,14 +38,41 @@ impl FailedRecord {
     /// key always present (`null` when the sink did not say), so readers need no schema
     /// inference. `outflow run` and the DataFusion tables write the same lines.
     pub fn dead_letter_line(&self) -> String {
+        self.dead_letter_line_from(None)
+    }
+
+    /// The same line, saying where the record came from in the input (`source`), which
+    /// only the caller that read the input knows; `null` when `source` is `None`.
+    pub fn dead_letter_line_from(&self, source: Option<&RecordSource>) -> String {
         serde_json::json!({
             "destination": self.destination,
             "index": self.index,
             "record": self.record,
             "reason": self.reason,
+            "source": source,
         })
         .to_string()
     }
+}
+
+/// Where a record came from in the input: a file, and the record's place in it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordSource {
+    /// The file, as the caller names it.
+    pub file: String,
+    /// The record's place in the file.
+    #[serde(flatten)]
+    pub at: SourcePosition,
+}
+
+/// A record's place in its file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourcePosition {
+    /// The 1-based line of a text file (CSV, NDJSON), a header counting as line 1.
+    Line(u64),
+    /// The 0-based row offset in a file of rows (Parquet).
+    Row(u64),
 }
 
 /// What a sink wrote to one destination.
@@ -346,7 +373,33 @@ mod tests {
         let line: serde_json::Value = serde_json::from_str(&failed.dead_letter_line()).unwrap();
         assert_eq!(
             line,
-            serde_json::json!({"destination": "db.t", "index": null, "record": {"id": 1}, "reason": "id is odd"})
+            serde_json::json!({"destination": "db.t", "index": null, "record": {"id": 1}, "reason": "id is odd", "source": null})
+        );
+    }
+
+    #[test]
+    fn dead_letter_lines_say_where_the_record_came_from() {
+        let failed = FailedRecord {
+            destination: "db.t".into(),
+            index: Some(4),
+            record: None,
+            reason: "id is odd".into(),
+        };
+        let line = |at| {
+            let source = RecordSource {
+                file: "in/a.csv".into(),
+                at,
+            };
+            serde_json::from_str::<serde_json::Value>(&failed.dead_letter_line_from(Some(&source))).unwrap()
+        };
+        assert_eq!(
+            line(SourcePosition::Line(7)),
+            serde_json::json!({"destination": "db.t", "index": 4, "record": null, "reason": "id is odd",
+                "source": {"file": "in/a.csv", "line": 7}})
+        );
+        assert_eq!(
+            line(SourcePosition::Row(0))["source"],
+            serde_json::json!({"file": "in/a.csv", "row": 0})
         );
     }
 

@@ -16,7 +16,8 @@ use arrow::error::ArrowError;
 use outflow_core::{Error, Result};
 
 use super::{
-    Counting, FileReader, SourceFile, consumed, line_error, nulls_to_strings, open_counted, read_error,
+    Counting, FileReader, RowOrigins, SourceFile, Unit, consumed, line_error, nulls_to_strings, open_counted,
+    read_error,
 };
 use crate::job::CsvOptions;
 
@@ -160,6 +161,8 @@ pub(super) struct CsvReader {
     decoder: Decoder,
     /// Said after a value that does not parse, when the schema was inferred.
     hint: Option<String>,
+    /// The line of the next record, counted as errors count them: one record a line.
+    next_line: u64,
 }
 
 impl CsvReader {
@@ -195,6 +198,7 @@ impl CsvReader {
             reader: open_counted(file)?,
             decoder: builder.build_decoder(),
             hint,
+            next_line: if options.header { 2 } else { 1 },
         })
     }
 
@@ -233,6 +237,12 @@ impl FileReader for CsvReader {
 
     fn position(&self) -> u64 {
         consumed(&self.reader)
+    }
+
+    fn origins(&mut self, rows: usize) -> RowOrigins {
+        let origins = RowOrigins::consecutive(Unit::Line, self.next_line, rows);
+        self.next_line += rows as u64;
+        origins
     }
 }
 

@@ -13,6 +13,7 @@
 mod csv;
 mod files;
 mod ndjson;
+mod origins;
 mod parquet;
 
 use std::fs::File;
@@ -27,6 +28,7 @@ use outflow_core::{Error, Result};
 use tokio::sync::mpsc;
 
 pub use self::files::{SourceFile, resolve};
+pub use self::origins::{RowOrigins, SinkRowOrigins, Unit};
 use crate::job::{ColumnSpec, CsvOptions, Format, SourceSpec};
 
 /// The resolved source: its files, their format and the schema every batch has.
@@ -159,6 +161,8 @@ pub enum SourceEvent {
         batch: RecordBatch,
         /// Bytes of the file this batch accounts for (an estimate for Parquet).
         bytes: u64,
+        /// Where each row is in the file.
+        origins: RowOrigins,
     },
     /// `files()[file]` is read to its end; `bytes` is the rest of its size not yet reported.
     FileDone {
@@ -176,6 +180,10 @@ trait FileReader: Send {
 
     /// How many of the file's bytes have been consumed (may be an estimate).
     fn position(&self) -> u64;
+
+    /// Where the `rows` rows of the batch [`FileReader::next_batch`] just returned are in
+    /// the file.
+    fn origins(&mut self, rows: usize) -> RowOrigins;
 }
 
 /// The source's batches in order, read on the calling thread; see [`Source::events`].
@@ -230,10 +238,12 @@ impl SourceEvents {
                 current.reported = current.reported.max(position);
                 match batch {
                     Some(batch) => {
+                        let origins = current.reader.origins(batch.num_rows());
                         return Ok(Some(SourceEvent::Batch {
                             file: current.index,
                             batch,
                             bytes,
+                            origins,
                         }));
                     }
                     None => {

@@ -15,7 +15,8 @@ use outflow_core::Result;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::{
-    Counting, FileReader, SourceFile, consumed, line_error, nulls_to_strings, open_counted, read_error,
+    Counting, FileReader, RowOrigins, SourceFile, Unit, consumed, line_error, nulls_to_strings, open_counted,
+    read_error,
 };
 
 /// Infers the schema from the first `infer_rows` objects of `file`. Top-level columns come
@@ -119,6 +120,8 @@ pub(super) struct NdjsonReader {
     /// The line and byte offset where the rows of the current batch begin.
     batch_start: (u64, u64),
     buf: Vec<u8>,
+    /// The lines of the current batch's rows decoded so far (blank lines hold none).
+    origins: RowOrigins,
 }
 
 impl NdjsonReader {
@@ -146,14 +149,22 @@ impl NdjsonReader {
             pending: Vec::new(),
             batch_start: (1, 0),
             buf: Vec::new(),
+            origins: RowOrigins::new(Unit::Line),
         })
     }
 
-    /// Feeds `bytes` (part of the current line) to the decoder; returns what it left.
+    /// Feeds `bytes` (part of the current line) to the decoder; returns what it left. The
+    /// rows it completes are on the current line.
     fn feed(&mut self, bytes: &[u8]) -> Result<usize> {
-        self.decoder
+        let used = self
+            .decoder
             .decode(bytes)
-            .map_err(|e| line_error(&self.file, self.line, e))
+            .map_err(|e| line_error(&self.file, self.line, e))?;
+        let complete = self.decoder.len() - usize::from(self.decoder.has_partial_record());
+        while self.origins.len() < complete {
+            self.origins.push(self.line);
+        }
+        Ok(used)
     }
 
     /// Finds the line of the first row in the current batch that does not decode.
@@ -238,6 +249,16 @@ impl FileReader for NdjsonReader {
 
     fn position(&self) -> u64 {
         consumed(&self.reader)
+    }
+
+    fn origins(&mut self, rows: usize) -> RowOrigins {
+        let mut origins = std::mem::replace(&mut self.origins, RowOrigins::new(Unit::Line));
+        // Every row is counted as it completes; should the decoder say otherwise, the rest
+        // are placed on the last line read rather than shifting later rows' lines.
+        while origins.len() < rows {
+            origins.push(self.line);
+        }
+        origins
     }
 }
 

@@ -13,7 +13,7 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use outflow_core::{Error, Result};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
-use super::{FileReader, SourceFile, read_error};
+use super::{FileReader, RowOrigins, SourceFile, Unit, read_error};
 
 fn builder(file: &SourceFile) -> Result<ParquetRecordBatchReaderBuilder<File>> {
     let handle = File::open(&file.path).map_err(|e| read_error(file, e))?;
@@ -113,6 +113,10 @@ impl FileReader for ParquetReader {
             0 => 0,
             rows => (self.file.size as u128 * self.rows_read.min(rows) as u128 / rows as u128) as u64,
         }
+    }
+
+    fn origins(&mut self, rows: usize) -> RowOrigins {
+        RowOrigins::consecutive(Unit::Row, self.rows_read - rows as u64, rows)
     }
 }
 

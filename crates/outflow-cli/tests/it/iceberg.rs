@@ -199,6 +199,51 @@ fn rejected_rows_go_to_the_dead_letter_file() {
     assert_eq!(catalog.read_both("db.events")["row_count"], 3);
 }
 
+/// Rows a table template cannot route (a null `region`) are rejected; each dead-letter line
+/// names the file and line the row was read from, though a filter dropped rows before the
+/// sink counted them and the rows span two files and several batches.
+#[test]
+fn dead_letter_lines_name_the_source_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("in")).unwrap();
+    write(dir.path(), "in/a.csv", "id,region\n1,eu\n2,\n3,us\n4,\n");
+    write(dir.path(), "in/b.csv", "id,region\n5,\n6,eu\n7,\n");
+    let job = write(
+        dir.path(),
+        "job.yaml",
+        "source:\n  path: in/*.csv\n  batch_size: 2\n\
+         transforms:\n  - filter: { column: id, op: ne, value: 1 }\n\
+         sink:\n  iceberg:\n    catalog: { type: sql, uri: lake/catalog.db, warehouse: lake/wh }\n\
+         \x20   table: db.events_{region}\n\
+         dead_letter: failed.ndjson\n",
+    );
+    outflow().arg("run").arg(&job).arg("--quiet").assert().code(3);
+    let dead = std::fs::read_to_string(dir.path().join("failed.ndjson")).unwrap();
+    let found: Vec<(Value, String, Value)> = dead
+        .lines()
+        .map(|l| {
+            let line: Value = serde_json::from_str(l).unwrap();
+            let file = Path::new(line["source"]["file"].as_str().unwrap());
+            assert!(file.is_absolute(), "{line}");
+            let name = file.file_name().unwrap().to_str().unwrap().to_string();
+            (line["record"]["id"].clone(), name, line["source"]["line"].clone())
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (json!(2), "a.csv".to_string(), json!(3)),
+            (json!(4), "a.csv".to_string(), json!(5)),
+            (json!(5), "b.csv".to_string(), json!(2)),
+            (json!(7), "b.csv".to_string(), json!(4)),
+        ],
+        "{dead}"
+    );
+    let first: Value = serde_json::from_str(dead.lines().next().unwrap()).unwrap();
+    // The sink's own index counts the rows it was given, after the filter.
+    assert_eq!(first["index"], 0);
+}
+
 #[cfg(feature = "engine")]
 #[test]
 fn an_engine_job_runs_its_sql_through_datafusion_and_commits_once() {
