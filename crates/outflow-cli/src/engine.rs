@@ -25,7 +25,7 @@ use outflow_datafusion::SinkTable;
 
 use crate::job::{EngineSpec, Format, Job, JobFile, SourceSpec};
 use crate::output::progress::Progress;
-use crate::run::{DeadLetterReport, ReadStats, RejectionStream, RunReport};
+use crate::run::{DeadLetterReport, ReadStats, RejectionStream, RunReport, create_dead_letter};
 use crate::source::{SourceFile, resolve};
 
 /// The sink's name in the statement.
@@ -143,7 +143,9 @@ pub async fn run(job: &Job, planned: PlannedQuery, file: &JobFile, progress: &Pr
     let dead_letter = job.dead_letter.as_deref().map(|p| file.resolve(p));
     // Created (emptied) first, as the runner does; the commit appends to it. The stream
     // itself only counts: the statement's commit writes the file.
-    RejectionStream::open(dead_letter.as_deref())?;
+    if let Some(path) = &dead_letter {
+        create_dead_letter(path)?;
+    }
     let mut rejections = RejectionStream::open(None)?;
 
     // The statement's writers may run in other processes: paths go absolute.

@@ -110,18 +110,11 @@ impl JobInput {
                 if let Some(table) = destination.fixed() {
                     return Ok(vec![table.to_string()]);
                 }
-                let mut names = Vec::new();
+                let mut names = crate::run::DestinationNames::default();
                 query
-                    .read(progress, |batch| {
-                        for name in crate::run::destination_names(destination, batch)? {
-                            if !names.contains(&name) {
-                                names.push(name);
-                            }
-                        }
-                        Ok(())
-                    })
+                    .read(progress, |batch| names.add(destination, batch).map(|_| ()))
                     .await?;
-                Ok(names)
+                Ok(names.into_names())
             }
         }
     }

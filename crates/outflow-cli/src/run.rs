@@ -424,18 +424,15 @@ async fn write_all(
     progress: &Progress,
 ) -> Result<ReadStats> {
     let schema = pipeline.output_schema().clone();
-    let mut prepared_names: HashSet<String> = HashSet::new();
     if let Some(table) = destination.fixed() {
         prepared.push(prepare(preparer, table, &schema).await?);
-        prepared_names.insert(table.to_string());
     }
+    let mut seen = DestinationNames::default();
     let mut batches = pipeline.batches(progress);
     while let Some((batch, file, origins)) = batches.next_with_origins().await? {
         if destination.fixed().is_none() {
-            for name in destination_names(destination, &batch)? {
-                if prepared_names.insert(name.clone()) {
-                    prepared.push(prepare(preparer, &name, &schema).await?);
-                }
+            for name in seen.add(destination, &batch)? {
+                prepared.push(prepare(preparer, &name, &schema).await?);
             }
         }
         // Counted before writing: the sink may reject rows of this batch at once.
@@ -477,18 +474,13 @@ pub async fn destinations(
         return Ok(vec![table.to_string()]);
     }
     destination.validate(pipeline.output_schema())?;
-    let mut seen = HashSet::new();
-    let mut names = Vec::new();
+    let mut names = DestinationNames::default();
     let mut batches = pipeline.batches(progress);
     while let Some(batch) = batches.next().await? {
-        for name in destination_names(destination, &batch)? {
-            if seen.insert(name.clone()) {
-                names.push(name);
-            }
-        }
+        names.add(destination, &batch)?;
     }
     progress.finish();
-    Ok(names)
+    Ok(names.into_names())
 }
 
 async fn prepare(
@@ -507,18 +499,37 @@ async fn prepare(
     Ok(plan)
 }
 
-/// The distinct destinations of `batch`'s rows, in order of first appearance. Rows that
-/// name no table are left out: the sink reports them as failed records.
-pub(crate) fn destination_names(destination: &Destination, batch: &RecordBatch) -> Result<Vec<String>> {
-    Ok(destination
-        .assign(batch)?
-        .tables
-        .into_iter()
-        .map(|(name, _)| name)
-        .collect())
+/// The distinct destinations of a stream of batches, in order of first appearance. Rows
+/// that name no table are left out: the sink reports them as failed records.
+#[derive(Debug, Default)]
+pub(crate) struct DestinationNames {
+    seen: HashSet<String>,
+    names: Vec<String>,
 }
 
-fn create_dead_letter(path: &Path) -> Result<File> {
+impl DestinationNames {
+    /// The destinations of `batch`'s rows not seen in earlier batches, now seen too.
+    pub(crate) fn add(&mut self, destination: &Destination, batch: &RecordBatch) -> Result<Vec<String>> {
+        let new: Vec<String> = destination
+            .assign(batch)?
+            .tables
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| self.seen.insert(name.clone()))
+            .collect();
+        self.names.extend(new.iter().cloned());
+        Ok(new)
+    }
+
+    /// Every destination seen, in order of first appearance.
+    pub(crate) fn into_names(self) -> Vec<String> {
+        self.names
+    }
+}
+
+/// Creates (empties) the dead-letter file at `path`, so an unwritable path fails before
+/// any work.
+pub(crate) fn create_dead_letter(path: &Path) -> Result<File> {
     File::create(path).map_err(|e| {
         Error::invalid_config("dead_letter", format!("cannot create {}: {e}", path.display()))
             .with_context("file", path.display().to_string())
