@@ -432,6 +432,7 @@ async fn outflow_run_executes_an_engine_job_on_the_cluster() {
         job,
         quiet: true,
         json: true,
+        reload: false,
     })
     .await;
     assert_eq!(status, outflow_cli::exit::ExitStatus::Ok);

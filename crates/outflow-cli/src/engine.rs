@@ -188,6 +188,8 @@ pub async fn run(job: &Job, planned: PlannedQuery, file: &JobFile, progress: &Pr
         }),
         result,
         rejected: rejected_records,
+        skipped: Vec::new(),
+        skipped_rows: 0,
     })
 }
 

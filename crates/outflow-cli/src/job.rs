@@ -20,6 +20,7 @@
 //! sink:
 //!   iceberg: { ... }            # exactly one sink, with that sink's options
 //! dead_letter: failed.ndjson    # optional
+//! reload: false                 # true: load files the table already holds again
 //! engine: { sql: ..., scheduler: ... }   # optional: one SQL statement in DataFusion instead
 //! ```
 //!
@@ -55,6 +56,12 @@ pub struct Job<S = SinkSpec> {
     /// records fail the run.
     #[serde(default)]
     pub dead_letter: Option<PathBuf>,
+    /// Load every source file, even those the destination already holds from an earlier
+    /// run. By default a run skips them: each commit records the files it loaded (by path,
+    /// size and modification time) and a rerun loads only what is new (`--reload` does the
+    /// same as `reload: true`).
+    #[serde(default)]
+    pub reload: bool,
     /// Run the job through Apache DataFusion, on this machine or on a Ballista cluster,
     /// instead of Outflow's own runner: a SQL query over the source replaces the transforms.
     #[serde(default)]

@@ -7,7 +7,8 @@
 //! - [`transform`]: select, flatten, rename, filter and cast, planned on the schema first.
 //! - [`features`]: what this build was made with, and the command for what it lacks. The
 //!   `sink:` section and opening the sink it names are `outflow-sinks`' business.
-//! - [`run`]: the runner, generic over the core `Sink` and `PrepareDestination` traits.
+//! - [`run`]: the runner, generic over the core `Sink` and `PrepareDestination` traits;
+//!   [`loads`]: what it skips on a rerun, by the destinations' load ledgers.
 //! - [`input`]: what the sink receives (the pipeline's rows, or the engine query's), and
 //!   the check of the sink's options against its schema that `check`, `plan` and `run` share.
 //! - [`output`]: progress, the summary table, the plan tree and `--json` documents.
@@ -22,6 +23,7 @@ pub mod exit;
 pub mod features;
 pub mod input;
 pub mod job;
+pub mod loads;
 pub mod output;
 pub mod run;
 pub mod source;

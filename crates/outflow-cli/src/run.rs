@@ -28,6 +28,7 @@ use outflow_core::{
 use serde::Serialize;
 
 use crate::job::{SourceSpec, TransformSpec};
+use crate::loads::{Ledgers, Skipped};
 use crate::output::progress::Progress;
 use crate::source::{RowOrigins, SinkRowOrigins, Source, SourceEvent, SourceFile, SourceStream};
 use crate::transform::Transforms;
@@ -58,6 +59,11 @@ impl Pipeline {
     /// The source.
     pub fn source(&self) -> &Source {
         &self.source
+    }
+
+    /// The source, to leave files out before reading.
+    pub(crate) fn source_mut(&mut self) -> &mut Source {
+        &mut self.source
     }
 
     /// The schema of the rows the sink receives.
@@ -164,6 +170,8 @@ pub struct RunOptions {
     pub dead_letter: Option<PathBuf>,
     /// Raised to stop the run before its commit (Ctrl-C).
     pub interrupt: Interrupt,
+    /// Load every file again, even those the destination's load ledger says it holds.
+    pub reload: bool,
 }
 
 /// A request to stop a run, raised from elsewhere (a Ctrl-C handler). A run stops at once
@@ -208,6 +216,11 @@ pub struct RunReport {
     pub elapsed: Duration,
     /// The dead-letter file, when the job names one.
     pub dead_letter: Option<DeadLetterReport>,
+    /// Source files not loaded into a destination because it already held them.
+    pub skipped: Vec<Skipped>,
+    /// Rows left out of files that were read for other destinations, because their
+    /// destination already held the file (template destinations).
+    pub skipped_rows: u64,
 }
 
 /// The dead-letter file after a run.
@@ -353,7 +366,7 @@ fn describe(record: &FailedRecord) -> String {
 
 /// Runs `pipeline` into `sink`: see the module docs for the order of things.
 pub async fn run(
-    pipeline: Pipeline,
+    mut pipeline: Pipeline,
     sink: &mut dyn Sink,
     preparer: &dyn PrepareDestination,
     destination: &Destination,
@@ -363,6 +376,12 @@ pub async fn run(
     let started = Instant::now();
     let schema = pipeline.output_schema().clone();
     destination.validate(&schema)?;
+    let mut ledgers = Ledgers::new(pipeline.source().files(), options.reload);
+    if let Some(table) = destination.fixed() {
+        ledgers
+            .leave_out_held(preparer, table, pipeline.source_mut())
+            .await?;
+    }
     // Created before reading, so an unwritable path fails before any work.
     let files = pipeline
         .source()
@@ -370,17 +389,21 @@ pub async fn run(
         .iter()
         .map(|f| f.display().to_string())
         .collect();
-    let mut rejections =
+    let rejections =
         RejectionStream::open(options.dead_letter.as_deref())?.with_origins(SinkRowOrigins::new(files));
 
-    let mut prepared = Vec::new();
+    let mut tally = Tally {
+        prepared: Vec::new(),
+        rejections,
+        ledgers,
+    };
     let written = tokio::select! {
         biased;
         () = options.interrupt.raised() => Err(Error::new(
             ErrorKind::Interrupted,
             "interrupted (Ctrl-C) before the commit: nothing was committed",
         )),
-        written = write_all(pipeline, sink, preparer, destination, &mut prepared, &mut rejections, progress) => written,
+        written = write_all(pipeline, sink, preparer, destination, &mut tally, progress) => written,
     };
     let read = match written {
         Ok(read) => read,
@@ -390,6 +413,13 @@ pub async fn run(
         }
     };
 
+    let Tally {
+        prepared,
+        mut rejections,
+        ledgers,
+    } = tally;
+    // Recorded with the rows, in the same commits.
+    sink.record_loads(ledgers.loaded());
     progress.stage("flushing");
     if let Err(err) = sink.flush().await {
         return Err(aborted(err, sink).await);
@@ -402,6 +432,7 @@ pub async fn run(
     rejections.take(std::mem::take(&mut result.failed))?;
     let (rejected, first, dead_letter) = rejections.finish();
     result.failed = first;
+    let (skipped, skipped_rows) = ledgers.finish();
     Ok(RunReport {
         read,
         prepared,
@@ -409,7 +440,19 @@ pub async fn run(
         rejected,
         elapsed: started.elapsed(),
         dead_letter,
+        skipped,
+        skipped_rows,
     })
+}
+
+/// What a run keeps count of while it writes.
+struct Tally {
+    /// What preparing each destination did.
+    prepared: Vec<DestinationPlan>,
+    /// The rejected records, on their way out.
+    rejections: RejectionStream,
+    /// What the destinations already hold.
+    ledgers: Ledgers,
 }
 
 /// Prepares the destinations and writes every batch, with rejected records streamed out;
@@ -419,10 +462,14 @@ async fn write_all(
     sink: &mut dyn Sink,
     preparer: &dyn PrepareDestination,
     destination: &Destination,
-    prepared: &mut Vec<DestinationPlan>,
-    rejections: &mut RejectionStream,
+    tally: &mut Tally,
     progress: &Progress,
 ) -> Result<ReadStats> {
+    let Tally {
+        prepared,
+        rejections,
+        ledgers,
+    } = tally;
     let schema = pipeline.output_schema().clone();
     if let Some(table) = destination.fixed() {
         prepared.push(prepare(preparer, table, &schema).await?);
@@ -430,10 +477,17 @@ async fn write_all(
     let mut seen = DestinationNames::default();
     let mut batches = pipeline.batches(progress);
     while let Some((batch, file, origins)) = batches.next_with_origins().await? {
-        if destination.fixed().is_none() {
+        let (batch, origins) = if destination.fixed().is_none() {
             for name in seen.add(destination, &batch)? {
+                ledgers.ask(preparer, &name).await?;
                 prepared.push(prepare(preparer, &name, &schema).await?);
             }
+            ledgers.drop_held(destination, batch, origins, file)?
+        } else {
+            (batch, origins)
+        };
+        if batch.num_rows() == 0 {
+            continue;
         }
         // Counted before writing: the sink may reject rows of this batch at once.
         rejections.given(file, &origins);

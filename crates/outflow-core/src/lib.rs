@@ -7,6 +7,7 @@
 //! - [`sink`]: the async traits sinks implement, their results and failed records.
 //! - [`commit`]: the two-phase write contract: writers prepare, one committer commits.
 //! - [`destination`]: dynamic destinations, a table chosen per row.
+//! - [`loads`]: the load ledger that makes reruns on the same files exactly-once.
 //! - [`retry`]: the retry and backoff policy the sinks share.
 //! - [`Error`]: the one error type.
 #![deny(missing_docs)]
@@ -19,6 +20,7 @@ pub mod commit;
 pub mod destination;
 pub mod duration;
 pub mod evolution;
+pub mod loads;
 pub mod retry;
 pub mod schema;
 pub mod select;
@@ -32,6 +34,7 @@ pub use evolution::{
     EvolutionPlan, EvolutionPlanner, IncompatibleSchemaHandling, SchemaEvolutionConfig,
     SchemaEvolutionOption, UnverifiableFileHandling,
 };
+pub use loads::{LoadedFile, LoadedFiles};
 pub use retry::{RetryClass, RetryPolicy};
 pub use select::{FieldAccessDescriptor, FlattenPolicy};
 pub use sink::{

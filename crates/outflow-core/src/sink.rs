@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::evolution::EvolutionPlan;
+use crate::loads::{LoadedFile, LoadedFiles};
 use crate::named::named_enum;
 use crate::{Error, Result};
 
@@ -257,6 +258,13 @@ pub trait PrepareDestination: Send + Sync {
     /// Creates or reconciles `destination` so data of `schema` can be written to it, and
     /// says what it did.
     async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan>;
+
+    /// The source files `destination` already holds, from its load ledger (see
+    /// [`crate::loads`]): empty for a table that does not exist yet, `None` for a sink that
+    /// keeps no ledger (every run loads every file).
+    async fn loaded_files(&self, _destination: &str) -> Result<Option<LoadedFiles>> {
+        Ok(None)
+    }
 }
 
 /// Writes Arrow batches to one or more destinations.
@@ -290,6 +298,12 @@ pub trait Sink: Send {
     async fn abort(&mut self) -> Aborted {
         Aborted::default()
     }
+
+    /// Records `files` as loaded with each destination's next commit, in the same commit
+    /// as the rows, when the sink keeps a load ledger (see [`crate::loads`]); a sink without
+    /// one ignores them. A commit that replaces a table's rows (truncate) records its files
+    /// in place of the earlier ones.
+    fn record_loads(&mut self, _files: Vec<LoadedFile>) {}
 }
 
 /// Converts one row of a batch to JSON, for failed records and dead-letter files.

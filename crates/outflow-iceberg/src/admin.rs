@@ -15,8 +15,8 @@ use outflow_core::evolution::EvolutionPlan;
 use outflow_core::schema::{InputSchema, NameMapping, Schema};
 use outflow_core::{
     Aborted, CreateDisposition, DestinationPlan, Error, ErrorKind, EvolutionPlanner,
-    IncompatibleSchemaHandling, PlannedAction, PrepareDestination, Result, SchemaEvolutionConfig,
-    WriteDisposition,
+    IncompatibleSchemaHandling, LoadedFiles, PlannedAction, PrepareDestination, Result,
+    SchemaEvolutionConfig, WriteDisposition,
 };
 
 use crate::client::{IcebergCatalog, IcebergResultExt};
@@ -358,5 +358,17 @@ impl PrepareDestination for IcebergPreparer {
             evolve(&self.catalog, self.options.schema_evolution(), table, &input).await?;
         }
         Ok(planned)
+    }
+
+    async fn loaded_files(&self, destination: &str) -> Result<Option<LoadedFiles>> {
+        // A truncate replaces every row, so a run loads all its files whatever was before.
+        if self.options.write_disposition() == WriteDisposition::Truncate {
+            return Ok(None);
+        }
+        let ident = parse_table_ident(destination)?;
+        match self.catalog.load_table(&ident).await? {
+            Some(table) => Ok(Some(crate::loads::loaded_files(&table)?)),
+            None => Ok(Some(LoadedFiles::new())),
+        }
     }
 }

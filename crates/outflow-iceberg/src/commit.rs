@@ -6,7 +6,7 @@
 //! rerun of the same input) never appends twice. A commit that loses a race to another
 //! writer is rebuilt on the new table state and retried with backoff.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use iceberg::spec::{
@@ -48,6 +48,9 @@ pub struct DataCommit {
     pub files_per_manifest: usize,
     /// The partition spec the files were written for.
     pub partition_spec_id: i32,
+    /// More snapshot summary properties, such as the record of the source files the rows
+    /// came from ([`crate::loads`]).
+    pub summary: BTreeMap<String, String>,
 }
 
 impl DataCommit {
@@ -74,6 +77,7 @@ impl DataCommit {
             files,
             files_per_manifest: 0,
             partition_spec_id,
+            summary: BTreeMap::new(),
         }
     }
 }
@@ -359,6 +363,7 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
 
     let mut properties = summary.build();
     totals(&mut properties, parent.as_deref(), commit, removed_records);
+    properties.extend(commit.summary.clone());
     properties.insert(COMMIT_ID_KEY.to_string(), commit.commit_id.clone());
     let operation = match commit.kind {
         SnapshotKind::Append => Operation::Append,

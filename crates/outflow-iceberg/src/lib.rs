@@ -13,7 +13,8 @@
 //!   atomic commit path on each, and the classification of iceberg-rust's errors.
 //!
 //! And Iceberg's own: [`writer`] (a table's data files), [`commit`] (snapshots with
-//! idempotent commit ids, overwrite, schema commits), [`staged`] (the committer of a
+//! idempotent commit ids, overwrite, schema commits), [`loads`] (the record of the source
+//! files each commit loaded, for exactly-once reruns), [`staged`] (the committer of a
 //! two-phase write, [`IcebergCommitter`]), [`partition`] (partition and sort fields as users
 //! write them) and [`add_files`] ([`AddFiles`]: existing Parquet files registered from their
 //! footers, evolving the schema).
@@ -24,6 +25,7 @@ pub mod admin;
 pub mod builder;
 pub mod client;
 pub mod commit;
+pub mod loads;
 pub mod options;
 pub mod partition;
 pub mod schema;

@@ -15,6 +15,10 @@
 //! (the old rows go away atomically, the new ones appear) and later ones append. As a
 //! [`TwoPhaseSink`], the sink instead closes its files and hands them over uncommitted
 //! ([`StagedFiles`]) for an [`IcebergCommitter`](crate::IcebergCommitter).
+//!
+//! The files a run read, given to [`Sink::record_loads`], go into the summary of each of
+//! its commits ([`crate::loads`]), and the preparer reads them back, so a rerun can skip
+//! the files a table already holds.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -31,13 +35,14 @@ use outflow_core::evolution::Verdict;
 use outflow_core::schema::{InputSchema, NameMapping, Schema, conform_batch_mapped};
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
-    Aborted, Error, ErrorKind, FailedRecord, IncompatibleSchemaHandling, Prepared, Result, Sink,
+    Aborted, Error, ErrorKind, FailedRecord, IncompatibleSchemaHandling, LoadedFile, Prepared, Result, Sink,
     TwoPhaseSink, WriteDisposition, WriteResult,
 };
 
 use crate::admin::{CreatedTables, IcebergPreparer, evolve, prepare_table, remove_uncommitted};
 use crate::client::{IcebergCatalog, IcebergResultExt};
 use crate::commit::{CommitOutcome, DataCommit, SnapshotKind, commit_data, find_commit, name_mapping};
+use crate::loads::LOADED_FILES_KEY;
 use crate::options::IcebergSinkOptions;
 use crate::schema::{from_iceberg_schema, parse_table_ident};
 use crate::staged::StagedFiles;
@@ -55,6 +60,8 @@ pub struct IcebergSink {
     rows_seen: u64,
     result: WriteResult,
     closed: bool,
+    /// The record of the run's source files, for every commit ([`crate::loads`]).
+    loads: Option<String>,
 }
 
 impl std::fmt::Debug for IcebergSink {
@@ -86,6 +93,7 @@ impl IcebergSink {
             rows_seen: 0,
             result: WriteResult::default(),
             closed: false,
+            loads: None,
         }
     }
 
@@ -181,7 +189,13 @@ impl IcebergSink {
     pub async fn prepare_commits(&mut self) -> Result<Vec<PendingCommit>> {
         let mut out = Vec::new();
         for writer in self.tables.values_mut() {
-            if let Some(pending) = writer.prepare_commit().await? {
+            if let Some(mut pending) = writer.prepare_commit().await? {
+                if let Some(loads) = &self.loads {
+                    pending
+                        .commit
+                        .summary
+                        .insert(LOADED_FILES_KEY.to_string(), loads.clone());
+                }
                 out.push(pending);
             }
         }
@@ -287,6 +301,10 @@ impl Sink for IcebergSink {
 
     fn take_failed(&mut self) -> Vec<FailedRecord> {
         std::mem::take(&mut self.result.failed)
+    }
+
+    fn record_loads(&mut self, files: Vec<LoadedFile>) {
+        self.loads = Some(outflow_core::loads::encode(&files));
     }
 
     async fn abort(&mut self) -> Aborted {

@@ -10,10 +10,12 @@ use super::Reporter;
 use crate::exit::ExitStatus;
 use crate::input::{JobInput, Purpose};
 use crate::job::{Job, JobFile};
+use crate::loads::held_files;
 use crate::output::document::document;
 use crate::output::plan::render_plan;
 use crate::output::progress::Progress;
 use crate::output::{self, Paint, Style, columns};
+use crate::source::SourceFile;
 
 /// Examples for `outflow plan --help`.
 pub const AFTER_HELP: &str = "\
@@ -40,6 +42,9 @@ pub struct PlanArgs {
     /// Show no progress bar while a table template reads the source.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Plan a run that loads every source file again (`run --reload`).
+    #[arg(long)]
+    pub reload: bool,
 }
 
 /// Runs `outflow plan`.
@@ -49,7 +54,7 @@ pub async fn execute(args: PlanArgs) -> ExitStatus {
         Ok(file) => file,
         Err(err) => return reporter.fail(None, &err),
     };
-    let (schema, plans) = match plan_job(&file, args.quiet).await {
+    let (schema, plans) = match plan_job(&file, args.quiet, args.reload).await {
         Ok(planned) => planned,
         Err(err) => return reporter.fail(Some(&file), &err),
     };
@@ -85,16 +90,60 @@ pub async fn execute(args: PlanArgs) -> ExitStatus {
     status
 }
 
-async fn plan_job(file: &JobFile, quiet: bool) -> Result<(Vec<crate::output::Column>, Vec<DestinationPlan>)> {
+async fn plan_job(
+    file: &JobFile,
+    quiet: bool,
+    reload: bool,
+) -> Result<(Vec<crate::output::Column>, Vec<DestinationPlan>)> {
     let job: Job = file.parse()?;
     let input = JobInput::open(&job, file, Purpose::Inspect).await?;
     let schema = input.schema().clone();
+    // The engine reads every file (see docs/jobs.md): only Outflow's runner skips.
+    let skips = matches!(input, JobInput::Pipeline(_)) && !(reload || job.reload);
+    let files = input.files().to_vec();
     let built = job.sink.relative_to(file.dir()).open().await?;
     let progress = Progress::on_stderr(quiet);
     let names = input.destinations(&built.destination, &progress).await?;
     let mut plans = Vec::with_capacity(names.len());
     for name in names {
-        plans.push(built.preparer.plan(&name, &schema).await?);
+        let mut plan = built.preparer.plan(&name, &schema).await?;
+        if skips
+            && plan.action != PlannedAction::Fail
+            && let Some(loaded) = built.preparer.loaded_files(&name).await?
+        {
+            let held = held_files(&files, &loaded);
+            if !held.is_empty() {
+                plan = plan.with_detail(skip_detail(
+                    &held,
+                    files.len(),
+                    built.destination.fixed().is_some(),
+                ));
+            }
+        }
+        plans.push(plan);
     }
     Ok((columns(&schema), plans))
+}
+
+/// How many files named before "and N more".
+const NAMED_FILES: usize = 5;
+
+/// "skip 2 of 3 source files ...": what the run leaves out of a destination that holds
+/// `held` of the `total` source files.
+fn skip_detail(held: &[&SourceFile], total: usize, fixed: bool) -> String {
+    let mut names: Vec<String> = held
+        .iter()
+        .take(NAMED_FILES)
+        .map(|f| f.display().to_string())
+        .collect();
+    if held.len() > NAMED_FILES {
+        names.push(format!("and {} more", held.len() - NAMED_FILES));
+    }
+    let what = if fixed { "skip" } else { "skip the rows for it of" };
+    format!(
+        "{what} {} of {total} source file{}, loaded by an earlier run: {} (--reload loads them again)",
+        held.len(),
+        if total == 1 { "" } else { "s" },
+        names.join(", ")
+    )
 }

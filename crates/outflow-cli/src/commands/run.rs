@@ -23,7 +23,9 @@ Examples:
   TOKEN=... outflow run job.yaml                   ${TOKEN} in the job file is replaced
 
 Records the sink rejects go to the job's dead_letter file (without one, the first five are
-listed), and the run ends with exit code 3.";
+listed), and the run ends with exit code 3. A rerun skips the source files the table
+already holds from an earlier run (by path, size and modification time); --reload loads
+them again.";
 
 /// Arguments of `outflow run`.
 #[derive(Debug, Args)]
@@ -39,6 +41,10 @@ pub struct RunArgs {
     /// result with its failed records.
     #[arg(long)]
     pub json: bool,
+    /// Load every source file again, even those the destination already holds (the job
+    /// key `reload: true`).
+    #[arg(long)]
+    pub reload: bool,
 }
 
 /// Runs `outflow run`.
@@ -48,7 +54,7 @@ pub async fn execute(args: RunArgs) -> ExitStatus {
         Ok(file) => file,
         Err(err) => return reporter.fail(None, &err),
     };
-    let report = match run_job(&file, args.quiet).await {
+    let report = match run_job(&file, args.quiet, args.reload).await {
         Ok(report) => report,
         Err(err) => return reporter.fail(Some(&file), &err),
     };
@@ -93,7 +99,7 @@ fn on_ctrl_c(interrupt: &Interrupt) {
     });
 }
 
-async fn run_job(file: &JobFile, quiet: bool) -> Result<RunReport> {
+async fn run_job(file: &JobFile, quiet: bool, reload: bool) -> Result<RunReport> {
     let job: Job = file.parse()?;
     let progress = Progress::on_stderr(quiet);
     if job.engine.is_some() {
@@ -108,6 +114,7 @@ async fn run_job(file: &JobFile, quiet: bool) -> Result<RunReport> {
     let mut built = job.sink.relative_to(file.dir()).open().await?;
     let options = RunOptions {
         dead_letter: job.dead_letter.as_deref().map(|p| file.resolve(p)),
+        reload: reload || job.reload,
         ..RunOptions::default()
     };
     on_ctrl_c(&options.interrupt);

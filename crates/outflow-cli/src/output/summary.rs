@@ -1,5 +1,6 @@
 //! The end of a run: a table per destination for people, one JSON document for machines.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -62,6 +63,11 @@ pub fn run_summary(report: &RunReport, style: Style) -> String {
         out.push('\n');
         out.push_str(&table(&rows, &[false, true, true, true, true]));
     }
+    if let Some(line) = skipped_line(report) {
+        out.push('\n');
+        out.push_str(&style.paint(Paint::Yellow, &line));
+        out.push('\n');
+    }
     if let Some(dead) = &report.dead_letter
         && dead.records > 0
     {
@@ -78,6 +84,47 @@ pub fn run_summary(report: &RunReport, style: Style) -> String {
         out.push('\n');
     }
     out
+}
+
+/// How many files listed by name before "and N more".
+const LISTED_FILES: usize = 5;
+
+/// What a rerun left out because the destinations already held it, or `None`.
+fn skipped_line(report: &RunReport) -> Option<String> {
+    if report.skipped.is_empty() {
+        return None;
+    }
+    let mut by_destination: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for skipped in &report.skipped {
+        by_destination
+            .entry(&skipped.destination)
+            .or_default()
+            .push(&skipped.file);
+    }
+    let mut lines = Vec::new();
+    for (destination, files) in by_destination {
+        let named: Vec<&str> = files.iter().take(LISTED_FILES).copied().collect();
+        let more = files.len() - named.len();
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        lines.push(format!(
+            "Skipped {} file{} {destination} already holds from an earlier run: {}{more}",
+            files.len(),
+            if files.len() == 1 { "" } else { "s" },
+            named.join(", "),
+        ));
+    }
+    if report.skipped_rows > 0 {
+        lines.push(format!(
+            "(left out {} rows of those files; their other rows went to tables that did not hold them)",
+            HumanCount(report.skipped_rows)
+        ));
+    }
+    lines.push("--reload (or reload: true in the job) loads them again".to_string());
+    Some(lines.join("\n"))
 }
 
 /// Seconds with a tenth under a minute, then minutes and hours.
@@ -120,6 +167,8 @@ pub fn run_document(job: &Path, status: ExitStatus, report: &RunReport) -> Value
             "result": report.result,
             "rejected": report.rejected,
             "dead_letter": report.dead_letter,
+            "skipped": report.skipped,
+            "skipped_rows": report.skipped_rows,
         }),
     )
 }
@@ -178,6 +227,8 @@ mod tests {
                 path: PathBuf::from("failed.ndjson"),
                 records: 1200,
             }),
+            skipped: Vec::new(),
+            skipped_rows: 0,
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use outflow_core::{Error, Result};
+use outflow_core::{Error, LoadedFile, Result};
 
 use crate::job::Format;
 
@@ -16,12 +16,26 @@ pub struct SourceFile {
     pub path: PathBuf,
     /// Its size in bytes when the source was opened.
     pub size: u64,
+    /// Its modification time then, in milliseconds since the Unix epoch (0 where the file
+    /// system keeps none).
+    pub modified_ms: i64,
 }
 
 impl SourceFile {
     /// The path for messages.
     pub fn display(&self) -> std::path::Display<'_> {
         self.path.display()
+    }
+
+    /// The file as a load ledger knows it: its absolute path (symbolic links resolved, so
+    /// the same file is the same wherever the job runs from), size and modification time.
+    pub fn loaded_file(&self) -> LoadedFile {
+        let path = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
+        LoadedFile {
+            path: path.display().to_string(),
+            size: self.size,
+            modified_ms: self.modified_ms,
+        }
     }
 }
 
@@ -78,13 +92,20 @@ pub fn resolve(path: &str, base: &Path, format: Option<Format>) -> Result<(Vec<S
     let files = paths
         .into_iter()
         .map(|path| {
-            let size = std::fs::metadata(&path)
-                .map_err(|e| {
-                    Error::invalid_input(format!("cannot read {}: {e}", path.display()))
-                        .with_context("file", path.display().to_string())
-                })?
-                .len();
-            Ok(SourceFile { path, size })
+            let metadata = std::fs::metadata(&path).map_err(|e| {
+                Error::invalid_input(format!("cannot read {}: {e}", path.display()))
+                    .with_context("file", path.display().to_string())
+            })?;
+            let modified_ms = metadata
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as i64);
+            Ok(SourceFile {
+                path,
+                size: metadata.len(),
+                modified_ms,
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     Ok((files, format))

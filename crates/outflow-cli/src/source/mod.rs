@@ -113,6 +113,18 @@ impl Source {
         &self.files
     }
 
+    /// Leaves out the files whose indexes in [`Source::files`] `leave_out` says (files
+    /// already loaded), before reading.
+    pub fn leave_out(&mut self, leave_out: impl Fn(usize) -> bool) {
+        let files = std::mem::take(&mut self.files);
+        self.files = files
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !leave_out(*i))
+            .map(|(_, f)| f)
+            .collect();
+    }
+
     /// The files' format.
     pub fn format(&self) -> Format {
         self.format

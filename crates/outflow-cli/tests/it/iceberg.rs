@@ -66,8 +66,25 @@ fn the_quickstart_job_writes_a_table_both_readers_agree_on() {
     assert_eq!(first["started_at"], "2026-11-01T00:02:00.000000+00:00");
     assert_eq!(first["fare_eur"], "8.30");
 
-    // A second run appends: the same rows again, in a second snapshot.
-    outflow().arg("run").arg(&job).arg("--quiet").assert().success();
+    // A second run finds the table holds the file and loads nothing; `--reload` appends
+    // the same rows again, in a second snapshot.
+    outflow()
+        .arg("run")
+        .arg(&job)
+        .arg("--quiet")
+        .assert()
+        .success()
+        .stdout(contains(
+            "Skipped 1 file quickstart.trips already holds from an earlier run: ",
+        ));
+    let read = quickstart_catalog(dir.path()).read_both("quickstart.trips");
+    assert_eq!(read["row_count"], 2000);
+    assert_eq!(read["snapshots"].as_array().unwrap().len(), 1);
+    outflow()
+        .args(["run", "--quiet", "--reload"])
+        .arg(&job)
+        .assert()
+        .success();
     let read = quickstart_catalog(dir.path()).read_both("quickstart.trips");
     assert_eq!(read["row_count"], 4000);
     assert_eq!(read["snapshots"].as_array().unwrap().len(), 2);

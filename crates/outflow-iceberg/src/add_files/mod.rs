@@ -709,6 +709,7 @@ impl Run<'_> {
             files_per_manifest: add.options.files_per_manifest,
             partition_spec_id: table.metadata().default_partition_spec_id(),
             files: data_files,
+            summary: Default::default(),
         };
         let outcome = self.commit_unregistered(&mut commit).await?;
         let records: u64 = commit.files.iter().map(DataFile::record_count).sum();

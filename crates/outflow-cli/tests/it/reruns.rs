@@ -1,0 +1,331 @@
+//! Reruns are exactly-once: a job run again on the same files loads only what is new, and
+//! says so; a run killed at any moment and run again holds each row once. Tables are read
+//! back by PyIceberg and Java Iceberg.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use outflow_testkit::iceberg::{TestCatalog, rows};
+use predicates::prelude::*;
+use predicates::str::contains;
+use serde_json::Value;
+
+use crate::outflow;
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn catalog(dir: &Path) -> TestCatalog {
+    TestCatalog::sql_in(&dir.join("lake"))
+}
+
+fn job(dir: &Path, name: &str, path: &str, table: &str, extra: &str) -> PathBuf {
+    write(
+        dir,
+        name,
+        &format!(
+            "source:\n  path: {path}\n\
+             sink:\n  iceberg:\n    catalog: {{ type: sql, uri: lake/catalog.db, warehouse: lake/wh }}\n\
+             \x20   table: {table}\n{extra}"
+        ),
+    )
+}
+
+/// The ids in a table as read, sorted, with how often each appears.
+fn id_counts(read: &Value) -> BTreeMap<i64, usize> {
+    let mut counts = BTreeMap::new();
+    for row in rows(read) {
+        *counts.entry(row["id"].as_i64().unwrap()).or_default() += 1;
+    }
+    counts
+}
+
+/// The file names in the newest snapshot's record of loaded files.
+fn recorded_files(read: &Value) -> Vec<String> {
+    let snapshots = read["snapshots"].as_array().unwrap();
+    let last = snapshots.last().expect("a snapshot");
+    let text = last["summary"]["outflow.loaded-files"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no record of loaded files in {last}"));
+    let files: Vec<Value> = serde_json::from_str(text).unwrap();
+    files
+        .iter()
+        .map(|f| {
+            assert!(f["size"].as_u64().unwrap() > 0, "{f}");
+            assert!(f["modified_ms"].as_i64().unwrap() > 0, "{f}");
+            let path = f["path"].as_str().unwrap();
+            assert!(Path::new(path).is_absolute(), "{path}");
+            Path::new(path)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_rerun_loads_only_the_new_files_and_says_which_it_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "in/a.csv", "id,name\n1,ada\n2,alan\n");
+    write(dir.path(), "in/b.csv", "id,name\n3,grace\n");
+    let job = job(dir.path(), "job.yaml", "in/*.csv", "db.people", "");
+    outflow().arg("run").arg(&job).arg("--quiet").assert().success();
+    let read = catalog(dir.path()).read_both("db.people");
+    assert_eq!(recorded_files(&read), ["a.csv", "b.csv"]);
+
+    // The same files again: nothing to load, and the run says why.
+    outflow()
+        .arg("run")
+        .arg(&job)
+        .arg("--quiet")
+        .assert()
+        .success()
+        .stdout(
+            contains("Skipped 2 files db.people already holds from an earlier run").and(contains("--reload")),
+        );
+    let read = catalog(dir.path()).read_both("db.people");
+    assert_eq!(read["snapshots"].as_array().unwrap().len(), 1, "no empty commit");
+
+    // A new file: plan says what a run skips, and the run loads only the new one.
+    write(dir.path(), "in/c.csv", "id,name\n4,edsger\n5,barbara\n");
+    let plan = outflow().arg("plan").arg(&job).arg("--json").assert().success();
+    let plan: Value = serde_json::from_slice(&plan.get_output().stdout).unwrap();
+    let details = plan["destinations"][0]["details"].to_string();
+    assert!(details.contains("skip 2 of 3 source files"), "{details}");
+    let run = outflow().arg("run").arg(&job).arg("--json").assert().success();
+    let run: Value = serde_json::from_slice(&run.get_output().stdout).unwrap();
+    assert_eq!(run["result"]["destinations"]["db.people"]["rows"], 2);
+    let skipped: Vec<&str> = run["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert!(
+        skipped[0].ends_with("a.csv") && skipped[1].ends_with("b.csv"),
+        "{skipped:?}"
+    );
+    let read = catalog(dir.path()).read_both("db.people");
+    assert_eq!(id_counts(&read), (1..=5).map(|id| (id, 1)).collect());
+    assert_eq!(recorded_files(&read), ["a.csv", "b.csv", "c.csv"]);
+}
+
+#[test]
+fn reload_loads_every_file_again_and_a_changed_file_counts_as_new() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "in/a.csv", "id,name\n1,ada\n");
+    write(dir.path(), "in/b.csv", "id,name\n2,alan\n");
+    let job = job(dir.path(), "job.yaml", "in/*.csv", "db.people", "");
+    outflow().arg("run").arg(&job).arg("--quiet").assert().success();
+
+    // --reload (or `reload: true`) loads the files the table holds once more.
+    outflow()
+        .args(["run", "--quiet", "--reload"])
+        .arg(&job)
+        .assert()
+        .success();
+    let read = catalog(dir.path()).read_both("db.people");
+    assert_eq!(id_counts(&read), [(1, 2), (2, 2)].into());
+    let reload_job = job_with(&job, "reload: true\n");
+    outflow()
+        .args(["run", "--quiet"])
+        .arg(&reload_job)
+        .assert()
+        .success();
+    assert_eq!(
+        id_counts(&catalog(dir.path()).read_both("db.people")),
+        [(1, 3), (2, 3)].into()
+    );
+
+    // A file rewritten with another size is another file: loaded again, whole.
+    write(dir.path(), "in/b.csv", "id,name\n2,alan\n3,grace\n");
+    outflow().args(["run", "--quiet"]).arg(&job).assert().success();
+    assert_eq!(
+        id_counts(&catalog(dir.path()).read_both("db.people")),
+        [(1, 3), (2, 4), (3, 1)].into()
+    );
+}
+
+fn job_with(job: &Path, extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string(job).unwrap() + extra;
+    let path = job.with_file_name("with-extra.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_truncate_loads_everything_and_later_appends_count_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "old/a.csv", "id,name\n1,ada\n");
+    write(dir.path(), "new/b.csv", "id,name\n2,alan\n");
+    let append_a = job(dir.path(), "append-a.yaml", "old/a.csv", "db.people", "");
+    let truncate_b = job(
+        dir.path(),
+        "truncate-b.yaml",
+        "new/b.csv",
+        "db.people",
+        "    write_disposition: truncate\n",
+    );
+    outflow()
+        .args(["run", "--quiet"])
+        .arg(&append_a)
+        .assert()
+        .success();
+    // A truncate replaces the rows, so it loads its files however often it runs.
+    for _ in 0..2 {
+        outflow()
+            .args(["run", "--quiet"])
+            .arg(&truncate_b)
+            .assert()
+            .success();
+        assert_eq!(
+            id_counts(&catalog(dir.path()).read_both("db.people")),
+            [(2, 1)].into()
+        );
+    }
+    // a.csv's rows went with the truncate, so appending it loads it again.
+    outflow()
+        .args(["run", "--quiet"])
+        .arg(&append_a)
+        .assert()
+        .success();
+    assert_eq!(
+        id_counts(&catalog(dir.path()).read_both("db.people")),
+        [(1, 1), (2, 1)].into()
+    );
+}
+
+#[test]
+fn with_a_table_template_each_table_skips_only_the_files_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "in/a.csv", "id,city\n1,lisbon\n2,porto\n3,lisbon\n");
+    write(dir.path(), "in/b.csv", "id,city\n4,porto\n5,lisbon\n");
+    // A first job loads only Lisbon's rows of a.csv (as if a run had committed one table
+    // and died before the other).
+    let lisbon_only = job(
+        dir.path(),
+        "lisbon.yaml",
+        "in/a.csv",
+        "db.trips_{city}",
+        "transforms:\n  - filter: { column: city, op: eq, value: lisbon }\n",
+    );
+    outflow()
+        .args(["run", "--quiet"])
+        .arg(&lisbon_only)
+        .assert()
+        .success();
+
+    let all = job(dir.path(), "all.yaml", "in/*.csv", "db.trips_{city}", "");
+    let plan = outflow().args(["plan", "--json"]).arg(&all).assert().success();
+    let plan: Value = serde_json::from_slice(&plan.get_output().stdout).unwrap();
+    let lisbon = plan["destinations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["destination"] == "db.trips_lisbon")
+        .unwrap();
+    assert!(
+        lisbon["details"].to_string().contains("1 of 2 source files"),
+        "{lisbon}"
+    );
+    outflow()
+        .args(["run", "--quiet"])
+        .arg(&all)
+        .assert()
+        .success()
+        .stdout(contains("Skipped 1 file db.trips_lisbon already holds").and(contains("left out 2 rows")));
+    let catalog = catalog(dir.path());
+    assert_eq!(
+        id_counts(&catalog.read_both("db.trips_lisbon")),
+        [(1, 1), (3, 1), (5, 1)].into()
+    );
+    assert_eq!(
+        id_counts(&catalog.read_both("db.trips_porto")),
+        [(2, 1), (4, 1)].into()
+    );
+
+    // Run again: every table holds every file; nothing is written.
+    outflow().args(["run", "--quiet"]).arg(&all).assert().success();
+    assert_eq!(id_counts(&catalog.read_both("db.trips_lisbon")).len(), 3);
+    assert_eq!(id_counts(&catalog.read_both("db.trips_porto")).len(), 2);
+}
+
+/// `outflow run` killed (SIGKILL, no cleanup) at moments spread over a run, each time run
+/// again to the end: the table holds each row of each file exactly once.
+#[test]
+fn a_run_killed_at_any_moment_and_run_again_loads_each_row_once() {
+    const FILES: i64 = 12;
+    const ROWS: i64 = 4000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for f in 0..FILES {
+        text.clear();
+        text.push_str("id,name\n");
+        for r in 0..ROWS {
+            text.push_str(&format!("{},name-{r}\n", f * ROWS + r));
+        }
+        write(dir.path(), &format!("in/part-{f:02}.csv"), &text);
+    }
+    let bin = assert_cmd::cargo::cargo_bin!("outflow");
+    let mut kills = 0;
+    let mut delay = Duration::from_millis(30);
+    for round in 0.. {
+        let table = format!("db.round_{round}");
+        let job = job(dir.path(), &format!("job-{round}.yaml"), "in/*.csv", &table, "");
+        // A first run, killed after `delay`; a longer delay each round, until the run
+        // finishes before the kill.
+        let mut child = std::process::Command::new(bin)
+            .args(["run", "--quiet"])
+            .arg(&job)
+            .env_remove("OUTFLOW_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let finished = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.success(), "round {round}: the first run failed");
+                break true;
+            }
+            if started.elapsed() >= delay {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        // Run again, to the end (twice: the second has nothing new).
+        for _ in 0..2 {
+            outflow().args(["run", "--quiet"]).arg(&job).assert().success();
+        }
+        let counts = catalog(dir.path()).column_stats(&table, "id");
+        assert_eq!(
+            counts["rows"],
+            FILES * ROWS,
+            "round {round}, killed after {delay:?}: {counts}"
+        );
+        assert_eq!(
+            counts["distinct"],
+            FILES * ROWS,
+            "round {round}, killed after {delay:?}: {counts}"
+        );
+        if finished {
+            break;
+        }
+        kills += 1;
+        delay = delay.mul_f64(1.6);
+    }
+    assert!(
+        kills >= 3,
+        "the runs were killed {kills} times; the test needs a few kills to mean anything"
+    );
+}
