@@ -21,6 +21,7 @@ use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
 
 use crate::client::IcebergCatalog;
 use crate::client::IcebergResultExt;
+use crate::manifest::AppendManifest;
 use crate::schema::{table_name, to_iceberg_schema};
 
 /// The snapshot summary key that carries Outflow's commit id.
@@ -266,10 +267,30 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
     };
     let mut count = 0;
     for files in commit.files.chunks(chunk) {
+        for file in files {
+            summary.add_file(file, schema.clone(), spec.clone());
+        }
+        // Outflow's own writer where it covers the spec (see crate::manifest), else
+        // iceberg-rust's.
+        if let Some(mut manifest) = AppendManifest::new(version, snapshot_id, &schema, &spec)? {
+            let path = format!("{dir}/{attempt}-m{count}.avro");
+            count += 1;
+            for file in files {
+                manifest.add_file(file)?;
+            }
+            let (bytes, entry) = manifest.finish(path.clone());
+            let output = io
+                .new_output(&path)
+                .doing(format_args!("writing manifest {path}"))?;
+            let wrote = output.write(bytes.into()).await;
+            wrote.doing(format_args!("writing manifest {path}"))?;
+            manifests.push(entry);
+            written.push(path);
+            continue;
+        }
         let (path, mut writer) = new_manifest(count, &spec, ManifestContentType::Data)?;
         count += 1;
         for file in files {
-            summary.add_file(file, schema.clone(), spec.clone());
             writer
                 .add_file(file.clone(), -1)
                 .doing(format_args!("adding {} to a manifest", file.file_path()))?;

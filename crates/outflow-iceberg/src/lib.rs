@@ -14,7 +14,8 @@
 //!
 //! And Iceberg's own: [`writer`] (a table's data files), [`commit`] (snapshots with
 //! idempotent commit ids, overwrite, schema commits), [`loads`] (the record of the source
-//! files each commit loaded, for exactly-once reruns), [`staged`] (the committer of a
+//! files each commit loaded, for exactly-once reruns), [`manifest`] (a fast writer of the
+//! manifests appends make), [`staged`] (the committer of a
 //! two-phase write, [`IcebergCommitter`]), [`partition`] (partition and sort fields as users
 //! write them) and [`add_files`] ([`AddFiles`]: existing Parquet files registered from their
 //! footers, evolving the schema).
@@ -26,6 +27,7 @@ pub mod builder;
 pub mod client;
 pub mod commit;
 pub mod loads;
+pub mod manifest;
 pub mod options;
 pub mod partition;
 pub mod schema;
