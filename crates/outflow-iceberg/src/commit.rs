@@ -22,6 +22,7 @@ use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
 use crate::client::IcebergCatalog;
 use crate::client::IcebergResultExt;
 use crate::manifest::AppendManifest;
+use crate::manifest::merge::{MergeContext, MergeSettings, merge};
 use crate::schema::{table_name, to_iceberg_schema};
 
 /// The snapshot summary key that carries Outflow's commit id.
@@ -361,6 +362,32 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
                     written.push(path);
                 }
             }
+        }
+    }
+
+    // Appends merge small manifests by the table's merge properties (crate::manifest::merge).
+    if commit.kind == SnapshotKind::Append {
+        let settings =
+            MergeSettings::of(metadata.properties()).map_err(|e| e.with_context("table", name.clone()))?;
+        let mut path = || {
+            count += 1;
+            format!("{dir}/{attempt}-m{}.avro", count - 1)
+        };
+        let context = MergeContext {
+            io,
+            version,
+            schema: &schema,
+            spec: &spec,
+            snapshot_id,
+            path: &mut path,
+        };
+        let merged = merge(context, manifests, &settings).await?;
+        manifests = merged.manifests;
+        written.extend(merged.written);
+        for replaced in merged.replaced {
+            // Written for this snapshot a moment ago, and merged into another: unused.
+            let _ = io.delete(&replaced).await;
+            written.retain(|w| *w != replaced);
         }
     }
 

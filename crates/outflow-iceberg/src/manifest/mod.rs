@@ -1,4 +1,4 @@
-//! A manifest writer for appended data files, about fifteen times faster than iceberg-rust's.
+//! A manifest writer for appended data files, many times faster than iceberg-rust's.
 //!
 //! iceberg-rust turns every manifest entry into a generic Avro value and resolves it against
 //! the schema before encoding it (about 60 µs an entry, which made AddFiles' commits slower
@@ -6,12 +6,13 @@
 //! form, with the same Avro schema (field ids included), file metadata and manifest summary
 //! (counts, partition field summaries) as iceberg-rust's `ManifestWriter`, so every reader
 //! sees the same manifest. It covers what Outflow's appends write: `ADDED` entries whose
-//! sequence numbers are inherited at commit, in v1 and v2 tables, partitioned by values of
-//! the types below. For anything else (decimal, uuid or fixed partition values; v3;
+//! sequence numbers are inherited at commit, and `EXISTING` entries carried into a merged
+//! manifest ([`merge`]), in v1 and v2 tables, partitioned by values of the types below. For anything else (decimal, uuid or fixed partition values; v3;
 //! entries marked deleted) [`AppendManifest::new`] returns `None` and the caller keeps
 //! iceberg-rust's writer.
 
 mod avro;
+pub mod merge;
 
 use iceberg::spec::{
     DataFile, FieldSummary, FormatVersion, ManifestContentType, ManifestFile, PartitionSpecRef,
@@ -92,6 +93,9 @@ pub struct AppendManifest {
     entries: Vec<u8>,
     count: u64,
     rows: u64,
+    existing: u64,
+    existing_rows: u64,
+    min_sequence_number: Option<i64>,
 }
 
 impl AppendManifest {
@@ -150,22 +154,60 @@ impl AppendManifest {
             entries: Vec::new(),
             count: 0,
             rows: 0,
+            existing: 0,
+            existing_rows: 0,
+            min_sequence_number: None,
         }))
     }
 
     /// Adds a data file, as added by this manifest's snapshot.
     pub fn add_file(&mut self, file: &DataFile) -> Result<()> {
+        // The data and file sequence numbers are inherited from the manifest.
+        self.add_entry(STATUS_ADDED, self.snapshot_id, None, file)?;
+        self.rows += file.record_count();
+        Ok(())
+    }
+
+    /// Adds a data file an earlier snapshot (`snapshot_id`) added, keeping its data and file
+    /// sequence numbers, as a merged manifest carries it.
+    pub fn add_existing(
+        &mut self,
+        file: &DataFile,
+        snapshot_id: i64,
+        sequence_number: i64,
+        file_sequence_number: i64,
+    ) -> Result<()> {
+        self.add_entry(
+            STATUS_EXISTING,
+            snapshot_id,
+            Some((sequence_number, file_sequence_number)),
+            file,
+        )?;
+        self.existing += 1;
+        self.existing_rows += file.record_count();
+        self.min_sequence_number = Some(
+            self.min_sequence_number
+                .map_or(sequence_number, |m| m.min(sequence_number)),
+        );
+        Ok(())
+    }
+
+    fn add_entry(
+        &mut self,
+        status: i64,
+        snapshot_id: i64,
+        sequence_numbers: Option<(i64, i64)>,
+        file: &DataFile,
+    ) -> Result<()> {
         let out = &mut self.entries;
-        // status ADDED
-        avro::long(out, 1);
+        avro::long(out, status);
         match self.version {
-            FormatVersion::V1 => avro::long(out, self.snapshot_id),
+            FormatVersion::V1 => avro::long(out, snapshot_id),
             _ => {
                 avro::union_branch(out, true);
-                avro::long(out, self.snapshot_id);
-                // The data and file sequence numbers are inherited from the manifest.
-                avro::union_branch(out, false);
-                avro::union_branch(out, false);
+                avro::long(out, snapshot_id);
+                optional(out, sequence_numbers.map(|s| s.0), avro::long);
+                optional(out, sequence_numbers.map(|s| s.1), avro::long);
                 avro::long(out, file.content_type() as i64);
             }
         }
@@ -256,7 +298,6 @@ impl AppendManifest {
             optional(out, file.content_size_in_bytes(), avro::long);
         }
         self.count += 1;
-        self.rows += file.record_count();
         Ok(())
     }
 
@@ -290,13 +331,13 @@ impl AppendManifest {
             partition_spec_id: self.spec_id,
             content: ManifestContentType::Data,
             sequence_number: UNASSIGNED_SEQUENCE_NUMBER,
-            min_sequence_number: UNASSIGNED_SEQUENCE_NUMBER,
+            min_sequence_number: self.min_sequence_number.unwrap_or(UNASSIGNED_SEQUENCE_NUMBER),
             added_snapshot_id: self.snapshot_id,
-            added_files_count: Some(self.count as u32),
-            existing_files_count: Some(0),
+            added_files_count: Some((self.count - self.existing) as u32),
+            existing_files_count: Some(self.existing as u32),
             deleted_files_count: Some(0),
             added_rows_count: Some(self.rows),
-            existing_rows_count: Some(0),
+            existing_rows_count: Some(self.existing_rows),
             deleted_rows_count: Some(0),
             partitions: Some(partitions),
             key_metadata: None,
@@ -305,6 +346,10 @@ impl AppendManifest {
         (bytes, file)
     }
 }
+
+/// The `status` of a manifest entry.
+const STATUS_EXISTING: i64 = 0;
+const STATUS_ADDED: i64 = 1;
 
 /// A `["null", T]` union of an optional value.
 fn optional<T>(out: &mut Vec<u8>, value: Option<T>, write: impl FnOnce(&mut Vec<u8>, T)) {
@@ -694,6 +739,46 @@ mod tests {
         ];
         for version in [FormatVersion::V1, FormatVersion::V2] {
             same_as_iceberg_rust(version, spec.clone(), files.clone()).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn existing_entries_keep_their_snapshot_and_sequence_numbers_as_iceberg_rusts_do() {
+        let schema = schema();
+        let spec = spec(&schema, &[("name", Transform::Identity)]);
+        let files: Vec<DataFile> = (0..3)
+            .map(|n| file(n, vec![Some(Literal::string(format!("city-{n}")))]))
+            .collect();
+        for version in [FormatVersion::V1, FormatVersion::V2] {
+            let io = FileIO::new_with_memory();
+            let path = "memory:///m/theirs.avro";
+            let builder = ManifestWriterBuilder::new(
+                io.new_output(path).unwrap(),
+                Some(42),
+                Arc::new(schema.clone()),
+                spec.as_ref().clone(),
+            );
+            let mut theirs = match version {
+                FormatVersion::V1 => builder.build_v1(),
+                _ => builder.build_v2_data(),
+            };
+            theirs.add_existing_file(files[0].clone(), 7, 3, Some(2)).unwrap();
+            theirs.add_existing_file(files[1].clone(), 8, 5, Some(5)).unwrap();
+            theirs.add_file(files[2].clone(), -1).unwrap();
+            let their_file = theirs.write_manifest_file().await.unwrap();
+            let their_bytes = io.new_input(path).unwrap().read().await.unwrap();
+
+            let mut ours = AppendManifest::new(version, 42, &schema, &spec).unwrap().unwrap();
+            ours.add_existing(&files[0], 7, 3, 2).unwrap();
+            ours.add_existing(&files[1], 8, 5, 5).unwrap();
+            ours.add_file(&files[2]).unwrap();
+            let (our_bytes, mut our_file) = ours.finish(their_file.manifest_path.clone());
+            our_file.manifest_length = their_file.manifest_length;
+            assert_eq!(our_file, their_file, "{version:?}");
+            assert_eq!(our_file.min_sequence_number, 3);
+            let theirs = Manifest::parse_avro(&their_bytes).unwrap();
+            let ours = Manifest::parse_avro(&our_bytes).unwrap();
+            assert_eq!(ours.entries(), theirs.entries(), "{version:?}");
         }
     }
 

@@ -763,3 +763,56 @@ async fn abort_removes_what_was_not_committed_and_keeps_what_was() {
     assert_eq!(read["row_count"], 10);
     assert_eq!(snapshot_count(&read), 1);
 }
+
+/// Manifests in the current snapshot of `table`, by iceberg-rust.
+async fn manifest_count(catalog: &CatalogConfig, table: &str) -> usize {
+    let catalog = IcebergCatalog::connect(catalog).await.unwrap();
+    let table = catalog
+        .require_table(&parse_table_ident(table).unwrap())
+        .await
+        .unwrap();
+    let snapshot = table.metadata().current_snapshot().unwrap();
+    let list = table.manifest_list_reader(snapshot).load().await.unwrap();
+    list.entries().len()
+}
+
+#[tokio::test]
+async fn small_commits_merge_manifests_past_the_tables_minimum_count() {
+    let fixture = sql_catalog();
+    let config = fixture.config.clone();
+    for (property, commits, expected) in [
+        (Some(("commit.manifest.min-count-to-merge", "4")), 10, 1),
+        (Some(("commit.manifest-merge.enabled", "false")), 6, 6),
+        (None, 6, 6),
+    ] {
+        let table = format!("{}.merged", unique_name("ns"));
+        let mut create = TableCreateOptions::builder();
+        if let Some((key, value)) = property {
+            create = create.property(key, value);
+        }
+        let options = options(&config, &table)
+            .table_options(create.build().unwrap())
+            .build()
+            .unwrap();
+        for commit in 0..commits {
+            write_all(options.clone(), vec![events(commit * 10..commit * 10 + 10, "eu")])
+                .await
+                .unwrap();
+        }
+        // Min count 4: commits 1-3 add a manifest each, the 4th merges the four into one,
+        // the 5th to 7th add to it until the 7th merges again, and the 10th.
+        let manifests = manifest_count(&config, &table).await;
+        assert_eq!(
+            manifests, expected,
+            "{property:?}: manifests after {commits} commits"
+        );
+        let read = fixture.readers.read_both(&table);
+        assert_eq!(snapshot_count(&read), commits as usize);
+        let mut ids: Vec<i64> = read_rows(&read)
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..commits * 10).collect::<Vec<_>>(), "{property:?}");
+    }
+}
