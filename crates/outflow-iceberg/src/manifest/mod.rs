@@ -557,8 +557,8 @@ mod tests {
 
     use iceberg::io::FileIO;
     use iceberg::spec::{
-        DataContentType, DataFileBuilder, DataFileFormat, Datum, Literal, Manifest, ManifestWriterBuilder,
-        NestedField, PartitionSpec, Struct, Transform,
+        DataContentType, DataFileBuilder, DataFileFormat, Datum, Literal, Manifest, ManifestWriter,
+        ManifestWriterBuilder, NestedField, PartitionSpec, Struct, Transform,
     };
 
     use super::*;
@@ -652,22 +652,31 @@ mod tests {
             .unwrap()
     }
 
+    /// iceberg-rust's writer of a data manifest at `path`, for snapshot 42.
+    fn their_writer(
+        io: &FileIO,
+        path: &str,
+        version: FormatVersion,
+        spec: &PartitionSpecRef,
+    ) -> ManifestWriter {
+        let builder = ManifestWriterBuilder::new(
+            io.new_output(path).unwrap(),
+            Some(42),
+            Arc::new(schema()),
+            spec.as_ref().clone(),
+        );
+        match version {
+            FormatVersion::V1 => builder.build_v1(),
+            _ => builder.build_v2_data(),
+        }
+    }
+
     /// Writes `files` with iceberg-rust's writer and with ours, and checks that both read
     /// back the same (entries, metadata) and summarize the same.
     async fn same_as_iceberg_rust(version: FormatVersion, spec: PartitionSpecRef, files: Vec<DataFile>) {
         let schema = schema();
-        let io = FileIO::new_with_memory();
-        let path = "memory:///m/theirs.avro";
-        let builder = ManifestWriterBuilder::new(
-            io.new_output(path).unwrap(),
-            Some(42),
-            Arc::new(schema.clone()),
-            spec.as_ref().clone(),
-        );
-        let mut theirs = match version {
-            FormatVersion::V1 => builder.build_v1(),
-            _ => builder.build_v2_data(),
-        };
+        let (io, path) = (FileIO::new_with_memory(), "memory:///m/theirs.avro");
+        let mut theirs = their_writer(&io, path, version, &spec);
         for f in &files {
             theirs.add_file(f.clone(), -1).unwrap();
         }
@@ -750,18 +759,8 @@ mod tests {
             .map(|n| file(n, vec![Some(Literal::string(format!("city-{n}")))]))
             .collect();
         for version in [FormatVersion::V1, FormatVersion::V2] {
-            let io = FileIO::new_with_memory();
-            let path = "memory:///m/theirs.avro";
-            let builder = ManifestWriterBuilder::new(
-                io.new_output(path).unwrap(),
-                Some(42),
-                Arc::new(schema.clone()),
-                spec.as_ref().clone(),
-            );
-            let mut theirs = match version {
-                FormatVersion::V1 => builder.build_v1(),
-                _ => builder.build_v2_data(),
-            };
+            let (io, path) = (FileIO::new_with_memory(), "memory:///m/theirs.avro");
+            let mut theirs = their_writer(&io, path, version, &spec);
             theirs.add_existing_file(files[0].clone(), 7, 3, Some(2)).unwrap();
             theirs.add_existing_file(files[1].clone(), 8, 5, Some(5)).unwrap();
             theirs.add_file(files[2].clone(), -1).unwrap();
