@@ -46,10 +46,15 @@ fn id_counts(read: &Value) -> BTreeMap<i64, usize> {
     counts
 }
 
-/// The file names in the newest snapshot's record of loaded files.
+/// The file names in the current snapshot's record of loaded files.
 fn recorded_files(read: &Value) -> Vec<String> {
-    let snapshots = read["snapshots"].as_array().unwrap();
-    let last = snapshots.last().expect("a snapshot");
+    // Snapshots are listed in metadata order, which is not commit order.
+    let last = read["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["snapshot_id"] == read["current_snapshot_id"])
+        .expect("the current snapshot");
     let text = last["summary"]["outflow.loaded-files"]
         .as_str()
         .unwrap_or_else(|| panic!("no record of loaded files in {last}"));
