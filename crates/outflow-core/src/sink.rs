@@ -8,6 +8,7 @@
 //! [`Sink::close`] what was written and which records failed, with reasons.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -147,6 +148,10 @@ pub struct Aborted {
     pub removed_tables: Vec<String>,
     /// Data files written for commits that never happened, now deleted.
     pub deleted_files: u64,
+    /// Rows the sink was given that it gave up, never sent or sent but never committed:
+    /// they never become visible.
+    #[serde(default)]
+    pub discarded_rows: u64,
     /// What is left behind, each naming the table or file and why it stays.
     pub left: Vec<String>,
 }
@@ -174,11 +179,59 @@ impl Aborted {
                 if self.deleted_files == 1 { "" } else { "s" }
             ));
         }
+        if self.discarded_rows > 0 {
+            parts.push(format!("discarded {} not visible yet", rows(self.discarded_rows)));
+        }
         if !self.left.is_empty() {
             parts.push(format!("left behind: {}", self.left.join("; ")));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
+
+    /// Records that `rows_written` rows of this run reached `table` (which the run
+    /// `created`, or not) and stay there, visible: what a sink whose writes are visible as
+    /// they go (or that committed before the failure) cannot take back. `how` says how they
+    /// got there (`applied`, `committed`).
+    pub fn rows_stay(&mut self, table: &str, created: bool, rows_written: u64, how: &str) {
+        let created = if created { " (created by this run)" } else { "" };
+        self.left.push(format!(
+            "table {table}{created} keeps {} {how} before the run stopped",
+            rows(rows_written)
+        ));
+    }
+
+    /// Removes `table`, which this run created and made nothing visible in, when
+    /// `is_empty` (the service's answer) says no rows reached it after all: rows of a
+    /// request whose answer was lost, or of another writer, keep it. `delete` removes it.
+    /// Best effort: a table that holds rows, could not be checked or could not be deleted
+    /// is listed as left behind, saying why.
+    pub async fn remove_if_empty<D, DF>(&mut self, table: &str, is_empty: Result<bool>, delete: D)
+    where
+        D: FnOnce() -> DF,
+        DF: Future<Output = Result<()>>,
+    {
+        match is_empty {
+            Ok(true) => match delete().await {
+                Ok(()) => self.removed_tables.push(table.to_string()),
+                Err(e) => self
+                    .left
+                    .push(format!("table {table}, created by this run: {}", e.message())),
+            },
+            Ok(false) => self.left.push(format!(
+                "table {table}, created by this run, holds rows the run did not count as written \
+                 (a request whose answer was lost, or another writer's)"
+            )),
+            Err(e) => self.left.push(format!(
+                "table {table}, created by this run, could not be checked: {}",
+                e.message()
+            )),
+        }
+    }
+}
+
+/// `1 row`, `3 rows`.
+fn rows(n: u64) -> String {
+    format!("{n} row{}", if n == 1 { "" } else { "s" })
 }
 
 named_enum! {
@@ -294,7 +347,9 @@ pub trait Sink: Send {
     /// its preparer) created that never received a commit are removed, so a failed run
     /// leaves nothing but what the result names. Best effort: it never fails, and what it
     /// could not remove is listed. Writing after aborting is an error. A sink whose writes
-    /// are visible as they go has nothing to give up and keeps the default.
+    /// are visible as they go cannot take them back: it says in [`Aborted::left`] what
+    /// stays ([`Aborted::rows_stay`]), and removes only a table it created that no row
+    /// reached.
     async fn abort(&mut self) -> Aborted {
         Aborted::default()
     }
@@ -327,6 +382,7 @@ mod tests {
     use arrow_schema::{DataType, Field, Schema};
 
     use super::*;
+    use crate::ErrorKind;
 
     #[test]
     fn results_add_up_per_destination() {
@@ -436,6 +492,49 @@ mod tests {
         );
         assert_eq!(row_to_json(&batch, 1).unwrap(), serde_json::json!({"id": 2}));
         assert!(row_to_json(&batch, 2).is_none());
+    }
+
+    #[tokio::test]
+    async fn an_abort_says_what_it_removed_discarded_and_left() {
+        assert_eq!(Aborted::default().describe(), None);
+        let mut aborted = Aborted {
+            discarded_rows: 1,
+            ..Aborted::default()
+        };
+        aborted.rows_stay("d.kept", true, 4, "applied");
+        aborted.rows_stay("d.old", false, 1, "committed");
+        aborted
+            .remove_if_empty("d.fresh", Ok(true), || async { Ok(()) })
+            .await;
+        aborted
+            .remove_if_empty("d.busy", Ok(false), || async {
+                panic!("a table with rows is never deleted")
+            })
+            .await;
+        aborted
+            .remove_if_empty(
+                "d.gone",
+                Err(Error::new(ErrorKind::Transient, "no answer")),
+                || async { panic!("an unchecked table is never deleted") },
+            )
+            .await;
+        aborted
+            .remove_if_empty("d.stuck", Ok(true), || async {
+                Err(Error::new(ErrorKind::Transient, "refused"))
+            })
+            .await;
+        assert_eq!(aborted.removed_tables, ["d.fresh"]);
+        assert_eq!(
+            aborted.describe().unwrap(),
+            "removed table d.fresh, created by this run and never committed to; \
+             discarded 1 row not visible yet; \
+             left behind: table d.kept (created by this run) keeps 4 rows applied before the run stopped; \
+             table d.old keeps 1 row committed before the run stopped; \
+             table d.busy, created by this run, holds rows the run did not count as written \
+             (a request whose answer was lost, or another writer's); \
+             table d.gone, created by this run, could not be checked: no answer; \
+             table d.stuck, created by this run: refused"
+        );
     }
 
     #[test]
