@@ -75,6 +75,12 @@ impl BigQueryEnv {
         ])
     }
 
+    /// The tables of `dataset`, sorted, as Google's Python client lists them.
+    pub fn tables(&self, dataset: &str) -> Vec<String> {
+        let listed = self.call(&["tables", "--project", &self.project, "--dataset", dataset]);
+        crate::strings(&listed["tables"])
+    }
+
     /// Starts a reader that runs `sql` again and again, appending each result to a file,
     /// until [`Poller::stop`].
     pub fn poll(&self, sql: &str, max_seconds: u32) -> Poller {

@@ -48,6 +48,18 @@ pub fn python_read(host: &str, project: &str, instance: &str, table: &str) -> Va
     )
 }
 
+/// The tables of `instance`, sorted, as Google's Python client lists them.
+pub fn python_tables(host: &str, project: &str, instance: &str) -> Vec<String> {
+    let tool = repo_root().join("tests/readers/python/bigtable_tool.py");
+    let listed = run_json(
+        Command::new(python())
+            .arg(tool)
+            .args(["tables", "--project", project, "--instance", instance])
+            .env("BIGTABLE_EMULATOR_HOST", host),
+    );
+    crate::strings(&listed["tables"])
+}
+
 /// Runs Google's `cbt` tool against the emulator at `host`; returns its stdout.
 pub fn cbt(host: &str, project: &str, instance: &str, args: &[&str]) -> String {
     run(Command::new("cbt")

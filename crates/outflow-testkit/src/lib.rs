@@ -98,6 +98,20 @@ pub fn run_json(command: &mut Command) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{command:?} printed invalid JSON ({e}):\n{stdout}"))
 }
 
+/// A reader's JSON list of strings (table names...), panicking on anything else.
+pub fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("expected a list of strings, got {value}"))
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .unwrap_or_else(|| panic!("expected a string, got {v}"))
+                .to_string()
+        })
+        .collect()
+}
+
 /// The Python interpreter of the readers' venv (`OUTFLOW_PYTHON`).
 pub fn python() -> String {
     require_env("OUTFLOW_PYTHON")

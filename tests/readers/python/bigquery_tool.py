@@ -4,8 +4,9 @@
     bigquery_tool.py read --project P --dataset D --table T [--endpoint URL]
     bigquery_tool.py query --project P --sql SQL [--endpoint URL]
     bigquery_tool.py poll --project P --sql SQL --out FILE --stop-file F [--max-seconds N]
+    bigquery_tool.py tables --project P --dataset D [--endpoint URL]
     bigquery_tool.py create-dataset --project P --dataset D [--endpoint URL]
-    bigquery_tool.py serve   (read, query and create-dataset, one request a line: the
+    bigquery_tool.py serve   (read, query, tables and create-dataset, one request a line: the
                               arguments separated by tabs; one answer a line,
                               {"ok": true, "doc": ...} or {"ok": false, "error": ...})
 
@@ -31,6 +32,8 @@
 
 `query` runs one standard SQL query (jobs.query) and prints {"rows": [{COLUMN: VALUE}, ...]}
 with values converted as above, rows in the order the query returns them.
+
+`tables` prints {"tables": [TABLE_ID, ...]}, the dataset's tables (tables.list), sorted.
 
 `poll` runs the query again and again until the stop file exists (or --max-seconds pass,
 default 120), appending one line per run to --out: {"t": SECONDS, "rows": [...]} or
@@ -216,6 +219,10 @@ def main(argv: list[str] | None = None) -> None:
     w.add_argument("--stop-file", required=True)
     w.add_argument("--max-seconds", type=float, default=120.0)
     w.add_argument("--endpoint", help="REST endpoint (default: $OUTFLOW_BIGQUERY_REST)")
+    t = sub.add_parser("tables", help="list a dataset's tables as JSON")
+    t.add_argument("--project", required=True)
+    t.add_argument("--dataset", required=True)
+    t.add_argument("--endpoint", help="REST endpoint (default: $OUTFLOW_BIGQUERY_REST)")
     d = sub.add_parser("create-dataset", help="create a dataset (sinks create tables only)")
     d.add_argument("--project", required=True)
     d.add_argument("--dataset", required=True)
@@ -225,6 +232,9 @@ def main(argv: list[str] | None = None) -> None:
         print(canonical(read(args)))
     elif args.command == "query":
         print(canonical({"rows": query(client_for(args), args.sql)}))
+    elif args.command == "tables":
+        tables = client_for(args).list_tables(f"{args.project}.{args.dataset}")
+        print(canonical({"tables": sorted(t.table_id for t in tables)}))
     elif args.command == "poll":
         poll(args)
     elif args.command == "create-dataset":

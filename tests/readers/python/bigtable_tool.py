@@ -2,8 +2,10 @@
 """Independent reader for Outflow's Bigtable tests, on Google's Python client.
 
     bigtable_tool.py read --project P --instance I --table T
+    bigtable_tool.py tables --project P --instance I
 
-prints one line of compact JSON with sorted keys:
+`tables` prints {"tables": [TABLE_ID, ...]}, the instance's tables, sorted. `read` prints
+one line of compact JSON with sorted keys:
 
     {"families": {NAME: {"gc_rule": RULE, "value_type": TYPE}},
      "rows": [{"key": KEY, "cells": {FAMILY: {QUALIFIER: [{"ts": MICROS, "value_hex": HEX}]}}}]}
@@ -139,6 +141,12 @@ def read(project: str, instance: str, table: str) -> dict:
     return {"families": families, "rows": rows}
 
 
+def tables(project: str, instance: str) -> list:
+    warnings.filterwarnings("ignore", message="Connecting to Bigtable emulator")
+    client = bigtable.Client(project=project, admin=True)
+    return sorted(t.table_id for t in client.instance(instance).list_tables())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -146,13 +154,19 @@ def main(argv=None) -> int:
     read_cmd.add_argument("--project", required=True)
     read_cmd.add_argument("--instance", required=True)
     read_cmd.add_argument("--table", required=True)
+    tables_cmd = commands.add_parser("tables", help="list the instance's tables as JSON")
+    tables_cmd.add_argument("--project", required=True)
+    tables_cmd.add_argument("--instance", required=True)
     args = parser.parse_args(argv)
 
     if not os.environ.get("BIGTABLE_EMULATOR_HOST"):
         print("bigtable_tool.py: BIGTABLE_EMULATOR_HOST is not set", file=sys.stderr)
         return 2
     try:
-        result = read(args.project, args.instance, args.table)
+        if args.command == "tables":
+            result = {"tables": tables(args.project, args.instance)}
+        else:
+            result = read(args.project, args.instance, args.table)
     except exceptions.GoogleAPICallError as error:
         print(f"bigtable_tool.py: {error}", file=sys.stderr)
         return 1
