@@ -12,6 +12,13 @@
 //!
 //! Flushing commits pending streams and, under `truncate`, swaps the staged rows in.
 //! Closing flushes, finalizes committed streams and deletes staging tables.
+//!
+//! Aborting (after a failure or an interruption) commits nothing more: pending streams are
+//! finalized uncommitted, so their rows never become visible; staging tables are deleted;
+//! a table the sink or its preparer created is deleted when none of its rows became
+//! visible (and a query finds it empty). Rows of committed and default streams are visible
+//! once acknowledged and cannot be taken back: their tables stay, and the abort says how
+//! many rows each keeps.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -21,8 +28,8 @@ use async_trait::async_trait;
 use outflow_core::evolution::{EvolutionPlan, SchemaEvolutionConfig};
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
-    CreateDisposition, Destination, Error, ErrorKind, FailedRecord, Result, SchemaEvolutionOption, Sink,
-    TwoPhaseSink, WriteDisposition, WriteResult,
+    Aborted, CreateDisposition, Destination, Error, ErrorKind, FailedRecord, Result, SchemaEvolutionOption,
+    Sink, TwoPhaseSink, WriteDisposition, WriteResult,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
@@ -359,6 +366,8 @@ impl BigQuerySink {
                     stream,
                     stats: DestinationStats::default(),
                     staged_since_swap,
+                    visible: 0,
+                    not_visible: 0,
                 },
             );
         }
@@ -449,6 +458,51 @@ impl Sink for BigQuerySink {
     fn take_failed(&mut self) -> Vec<FailedRecord> {
         std::mem::take(&mut self.result.failed)
     }
+
+    async fn abort(&mut self) -> Aborted {
+        let mut aborted = Aborted::default();
+        if self.closed {
+            return aborted;
+        }
+        self.closed = true;
+        for writer in self.destinations.values_mut() {
+            // Finalized and never committed, a pending stream's rows never become visible
+            // (the service garbage-collects the stream); a failure to finalize changes
+            // nothing about that.
+            if let Err(e) = writer.stream.finalize().await {
+                tracing::warn!(table = %writer.name, error = %e, "could not finalize the uncommitted stream");
+            }
+            writer.stream.finish().await;
+            aborted.discarded_rows += writer.not_visible;
+        }
+        let prepared: BTreeMap<TableRef, Prepared> = self.shared.prepared.lock().await.drain().collect();
+        let admin = &self.shared.admin;
+        for (t, p) in prepared {
+            if let Some(staging) = &p.staging
+                && let Err(e) = admin.delete(&staging.table).await
+            {
+                aborted.left.push(format!(
+                    "staging table {} (it expires within a day): {}",
+                    staging.table,
+                    e.message()
+                ));
+            }
+            let name = t.to_string();
+            let visible = self.destinations.get(&t).map_or(0, |w| w.visible);
+            if visible > 0 {
+                let how = if p.staging.is_some() {
+                    "swapped in (replacing the table's rows)"
+                } else {
+                    "committed"
+                };
+                aborted.rows_stay(&name, p.created, visible, how);
+            } else if p.created {
+                let empty = admin.is_empty(&t).await;
+                aborted.remove_if_empty(&name, empty, || admin.delete(&t)).await;
+            }
+        }
+        aborted
+    }
 }
 
 #[async_trait]
@@ -498,6 +552,11 @@ struct TableWriter {
     stream: StreamWriter,
     stats: DestinationStats,
     staged_since_swap: bool,
+    /// Rows of this sink visible in the table: acknowledged on a committed or default
+    /// stream, or committed (swapped in, under `truncate`).
+    visible: u64,
+    /// Rows acknowledged on a pending stream (or staged) that are not visible yet.
+    not_visible: u64,
 }
 
 impl TableWriter {
@@ -518,6 +577,11 @@ impl TableWriter {
             self.stats.bytes += appended.bytes;
             self.stats.commits += appended.commits;
             self.staged_since_swap |= appended.rows > 0;
+            if self.staging.is_none() && self.stream.kind() != StreamKind::Pending {
+                self.visible += appended.rows;
+            } else {
+                self.not_visible += appended.rows;
+            }
         }
         Ok(rows.into_failed())
     }
@@ -540,7 +604,9 @@ impl TableWriter {
     }
 
     async fn flush(&mut self, shared: &Shared) -> Result<()> {
-        self.stream.commit().await?;
+        let committed = self.stream.commit().await?;
+        // Staged rows are committed to the staging table, and visible once swapped in.
+        let mut made_visible = committed && self.staging.is_none();
         if let Some(staging) = &self.staging
             && self.staged_since_swap
         {
@@ -549,7 +615,11 @@ impl TableWriter {
                 .copy_replace(&staging.table, &self.table.table)
                 .await?;
             self.staged_since_swap = false;
+            made_visible = true;
             tracing::info!(table = %self.name, "replaced the table's rows");
+        }
+        if made_visible {
+            self.visible += std::mem::take(&mut self.not_visible);
         }
         Ok(())
     }

@@ -261,6 +261,11 @@ impl StreamWriter {
         self.stream.clone().map(|s| (s, self.next_offset))
     }
 
+    /// The kind of stream.
+    pub fn kind(&self) -> StreamKind {
+        self.kind
+    }
+
     /// The table this writer writes to.
     pub fn table_path(&self) -> &str {
         &self.table_path

@@ -6,6 +6,7 @@
 //! Where the emulator deviates from the documented service, the service's behaviour is
 //! tested by unit tests on recorded responses in the crate (see the comments there).
 
+mod abort;
 mod common;
 mod create;
 mod deadlines;
