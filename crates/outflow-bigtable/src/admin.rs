@@ -21,7 +21,7 @@ use gcloud_sdk::google::bigtable::admin::v2::modify_column_families_request::{
     Modification, modification::Mod,
 };
 use gcloud_sdk::google::bigtable::admin::v2::{
-    self as proto, CreateTableRequest, GetTableRequest, ModifyColumnFamiliesRequest,
+    self as proto, CreateTableRequest, DeleteTableRequest, GetTableRequest, ModifyColumnFamiliesRequest,
 };
 use gcloud_sdk::tonic::Code;
 use outflow_core::{
@@ -365,6 +365,30 @@ impl BigtableClient {
                         .map_err(|status| {
                             status_error(status, doing, self.admin_endpoint()).with_context("table", table)
                         })
+                }
+            })
+            .await
+    }
+
+    /// Deletes `table` (what aborting a sink does to a table it created and wrote nothing
+    /// to); a table already gone is fine.
+    pub(crate) async fn delete_table(&self, table: &str) -> Result<()> {
+        let name = self.table_path(table);
+        let doing = format!("deleting table {name}");
+        self.retry
+            .retry_within(&doing, self.request_timeout, |timeout| {
+                let request = self.request(DeleteTableRequest { name: name.clone() }, "name", &name, timeout);
+                let mut admin = self.admin.clone();
+                let doing = &doing;
+                async move {
+                    match admin.delete_table(request).await {
+                        Ok(_) => Ok(()),
+                        Err(status) if status.code() == Code::NotFound => Ok(()),
+                        Err(status) => {
+                            Err(status_error(status, doing, self.admin_endpoint())
+                                .with_context("table", table))
+                        }
+                    }
                 }
             })
             .await

@@ -188,7 +188,12 @@ impl BigtableClient {
     /// Reads a whole table into memory, rows in key order. Meant for checks and tests of
     /// modest tables, not for exporting data.
     pub async fn read_rows(&self, table: &str) -> Result<Vec<Row>> {
-        self.read(table, None).await
+        self.read(table, None, 0).await
+    }
+
+    /// Whether `table` holds no row, reading at most one.
+    pub(crate) async fn is_empty(&self, table: &str) -> Result<bool> {
+        Ok(self.read(table, None, 1).await?.is_empty())
     }
 
     /// Reads the rows with the given keys (in key order; missing keys are skipped).
@@ -196,13 +201,13 @@ impl BigtableClient {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        self.read(table, Some(keys.to_vec())).await
+        self.read(table, Some(keys.to_vec()), 0).await
     }
 
-    /// ReadRows of the whole table or of `keys`. A read that fails in a way worth retrying
-    /// starts again from the beginning (under the client's retry policy, each attempt within
-    /// the request timeout).
-    async fn read(&self, table: &str, keys: Option<Vec<Vec<u8>>>) -> Result<Vec<Row>> {
+    /// ReadRows of the whole table or of `keys`, at most `limit` rows (0: no limit). A read
+    /// that fails in a way worth retrying starts again from the beginning (under the
+    /// client's retry policy, each attempt within the request timeout).
+    async fn read(&self, table: &str, keys: Option<Vec<Vec<u8>>>, limit: i64) -> Result<Vec<Row>> {
         let name = self.table_path(table);
         let doing = format!("reading rows of table {name}");
         let endpoint = self.data_endpoint();
@@ -215,6 +220,7 @@ impl BigtableClient {
                         row_keys,
                         row_ranges: Vec::new(),
                     }),
+                    rows_limit: limit,
                     ..Default::default()
                 };
                 let request = self.request(message, "table_name", &name, timeout);

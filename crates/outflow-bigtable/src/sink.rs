@@ -20,6 +20,10 @@
 //!   still on its way to the table.
 //! - Rows are written at least once; order is kept within a request, not across the
 //!   requests in flight.
+//! - Aborting (after a failure or an interruption) sends nothing more and waits for the
+//!   requests in flight. Applied rows are visible and stay; a table the sink or its preparer
+//!   created is deleted when no row of it was applied (and a read finds it empty), and the
+//!   abort says how many rows each table it keeps received.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -33,7 +37,7 @@ use gcloud_sdk::google::bigtable::v2::mutate_rows_request::Entry;
 use gcloud_sdk::tonic::Code;
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
-    Committer, CreateDisposition, Destination, DestinationPlan, Error, ErrorKind, FailedRecord,
+    Aborted, Committer, CreateDisposition, Destination, DestinationPlan, Error, ErrorKind, FailedRecord,
     PlannedAction, Prepared as PreparedWrite, Result, RetryPolicy, Sink, TwoPhaseSink, WriteResult,
 };
 use serde::{Deserialize, Serialize};
@@ -64,6 +68,8 @@ pub(crate) struct Settings {
 
 /// A prepared destination: its families, and the encoders made for the schemas seen.
 pub(crate) struct Prepared {
+    /// Whether this sink (or its preparer) created the table.
+    created: bool,
     families: FamilyTypes,
     encoders: std::sync::Mutex<Vec<(SchemaRef, Arc<RowEncoder>)>>,
 }
@@ -122,6 +128,8 @@ struct WriteState {
     batchers: HashMap<String, Batcher<(Entry, EntryMeta)>>,
     in_flight: JoinSet<(String, Result<RequestReport>)>,
     result: WriteResult,
+    /// Rows Bigtable acknowledged, per table.
+    applied: HashMap<String, u64>,
     next_index: u64,
     closed: bool,
 }
@@ -215,6 +223,7 @@ impl Shared {
             )
             .await?;
         let p = Arc::new(Prepared {
+            created: plan.action == PlannedAction::Create,
             families,
             encoders: Default::default(),
         });
@@ -236,7 +245,7 @@ impl Shared {
             let Some(joined) = state.in_flight.join_next().await else {
                 break;
             };
-            absorb(&mut state.result, joined)?;
+            absorb(state, joined)?;
         }
         let client = self.client().await?.clone();
         let settings = self.settings.clone();
@@ -353,7 +362,7 @@ impl Shared {
                 // Stop here, and let what is in flight finish, so that when the error
                 // reaches the caller no request of this sink is still on its way.
                 while let Some(joined) = state.in_flight.join_next().await {
-                    if let Err(other) = absorb(&mut state.result, joined) {
+                    if let Err(other) = absorb(state, joined) {
                         tracing::debug!(error = %other, "another request failed too");
                     }
                 }
@@ -376,22 +385,66 @@ impl Shared {
             }
         }
         while let Some(joined) = state.in_flight.join_next().await {
-            if let Err(e) = absorb(&mut state.result, joined) {
+            if let Err(e) = absorb(state, joined) {
                 first_error.get_or_insert(e);
             }
         }
         first_error.map_or(Ok(()), Err)
     }
+
+    /// Sends nothing more, waits for the requests in flight (each ends by its deadline),
+    /// then keeps the tables rows reached and deletes the ones this sink created that none
+    /// reached.
+    async fn abort(&self, state: &mut WriteState) -> Aborted {
+        let mut aborted = Aborted::default();
+        if state.closed {
+            return aborted;
+        }
+        state.closed = true;
+        for (_, mut batcher) in state.batchers.drain() {
+            aborted.discarded_rows += batcher.take().map_or(0, |entries| entries.len() as u64);
+        }
+        while let Some(joined) = state.in_flight.join_next().await {
+            if let Err(e) = absorb(state, joined) {
+                tracing::debug!(error = %e, "a request in flight failed while aborting");
+            }
+        }
+        let mut created: Vec<(String, bool)> = self
+            .prepared
+            .lock()
+            .await
+            .iter()
+            .map(|(table, p)| (table.clone(), p.created))
+            .collect();
+        created.sort();
+        for (table, created) in created {
+            let applied = state.applied.get(&table).copied().unwrap_or(0);
+            if applied > 0 {
+                aborted.rows_stay(&table, created, applied, "applied");
+            } else if created
+                // A table is prepared through the client, so it is connected.
+                && let Some(client) = self.client.get()
+            {
+                let empty = client.is_empty(&table).await;
+                aborted
+                    .remove_if_empty(&table, empty, || client.delete_table(&table))
+                    .await;
+            }
+        }
+        aborted
+    }
 }
 
 /// Adds a finished request's report to the result, or returns its error.
 fn absorb(
-    result: &mut WriteResult,
+    state: &mut WriteState,
     joined: std::result::Result<(String, Result<RequestReport>), tokio::task::JoinError>,
 ) -> Result<()> {
     let (table, report) =
         joined.map_err(|e| Error::internal("a Bigtable write task failed").with_source(e))?;
     let report = report?;
+    *state.applied.entry(table.clone()).or_default() += report.rows;
+    let result = &mut state.result;
     result.record(
         &table,
         DestinationStats {
@@ -597,6 +650,10 @@ impl Sink for BigtableSink {
 
     fn take_failed(&mut self) -> Vec<FailedRecord> {
         std::mem::take(&mut self.state.result.failed)
+    }
+
+    async fn abort(&mut self) -> Aborted {
+        self.shared.abort(&mut self.state).await
     }
 }
 

@@ -3,6 +3,7 @@
 //! never skip. Each test works on its own randomly named table; what Outflow wrote is read
 //! back through the admin API and ReadRows, and independently with Google's Python client.
 
+mod abort;
 mod admin;
 mod common;
 mod deadlines;
