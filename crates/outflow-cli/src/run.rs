@@ -8,9 +8,11 @@
 //! hands them over ([`Sink::take_failed`]), so a run holds none of them but the first few.
 //!
 //! When anything fails part way, or the run is interrupted before its commit, the sink is
-//! aborted instead of flushed ([`Sink::abort`]): a sink that commits on flush (Iceberg)
-//! commits nothing, deletes the data files it wrote and removes a table it created, and
-//! the error says what it removed and what is left.
+//! aborted instead of flushed ([`Sink::abort`]): a sink that commits on flush (Iceberg,
+//! BigQuery's pending streams) commits nothing, deletes the data files it wrote and removes
+//! a table it created; a sink whose rows are visible as they are written (Bigtable,
+//! BigQuery's committed and default streams) keeps them, and removes a table it created
+//! only when none reached it. The error says what was removed and what is left.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
@@ -401,7 +403,7 @@ pub async fn run(
         biased;
         () = options.interrupt.raised() => Err(Error::new(
             ErrorKind::Interrupted,
-            "interrupted (Ctrl-C) before the commit: nothing was committed",
+            "interrupted (Ctrl-C) before the commit",
         )),
         written = write_all(pipeline, sink, preparer, destination, &mut tally, progress) => written,
     };

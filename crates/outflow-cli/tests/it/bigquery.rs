@@ -17,6 +17,18 @@ fn names(read: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The `id` of every row the Python reader read, sorted.
+fn ids(read: &Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    ids
+}
+
 #[test]
 fn a_job_loads_csv_rows_into_bigquery() {
     let env = BigQueryEnv::from_env();
@@ -46,14 +58,7 @@ fn a_job_loads_csv_rows_into_bigquery() {
         .stdout(contains("trips").and(contains("3")));
     let read = env.read_table(&dataset, "trips");
     assert_eq!(names(&read), ["id", "city", "fare"]);
-    let mut ids: Vec<i64> = read["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort();
-    assert_eq!(ids, [1, 2, 3]);
+    assert_eq!(ids(&read), [1, 2, 3]);
     let lisbon = read["rows"]
         .as_array()
         .unwrap()
@@ -293,4 +298,90 @@ fn ensure_table_flags_are_named_as_the_job_keys() {
             .stdout(contains("  └── + note: string\n"));
     }
     assert_eq!(names(&env.read_table(&dataset, "events")), ["id"]);
+}
+
+/// A run that fails on a bad CSV line after good ones: with pending streams nothing of it
+/// became visible, so the table it created is deleted; with committed streams (the
+/// default) the rows written are visible and stay, and the error says so; a table that
+/// existed, empty, is never deleted.
+#[test]
+fn a_failed_run_removes_the_table_it_created_or_says_what_it_keeps() {
+    let env = BigQueryEnv::from_env();
+    let dataset = unique_name("cli");
+    env.create_dataset(&dataset);
+    let dir = tempfile::tempdir().unwrap();
+    // Batches of 2: the first two are written before the third fails on line 6.
+    std::fs::write(
+        dir.path().join("in.csv"),
+        "id,city\n1,Lisbon\n2,Porto\n3,Faro\n4,Braga\noops,Evora\n",
+    )
+    .unwrap();
+    let schema = "[ {name: id, type: INT64, mode: REQUIRED}, {name: city, type: STRING} ]";
+    let run = |table: &str, options: &str| {
+        let job = dir.path().join(format!("{table}.yaml"));
+        std::fs::write(
+            &job,
+            format!(
+                "source:\n  path: in.csv\n  batch_size: 2\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}} ] }}\n\
+                 sink:\n  bigquery:\n    project: {project}\n    dataset: {dataset}\n    table: {table}\n    schema: {schema}\n{options}\
+                 \x20   connection: {{ rest_endpoint: '{rest}', grpc_endpoint: '{grpc}', credentials: anonymous }}\n",
+                project = env.project,
+                rest = env.rest,
+                grpc = env.grpc,
+            ),
+        )
+        .unwrap();
+        let failed = outflow().arg("run").arg(&job).arg("--quiet").assert().code(1);
+        String::from_utf8_lossy(&failed.get_output().stderr).to_string()
+    };
+    let full = |table: &str| format!("{}.{dataset}.{table}", env.project);
+
+    let stderr = run("pending", "    stream_type: pending\n");
+    assert!(stderr.contains("in.csv, line 6"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "removed table {}, created by this run and never committed to",
+            full("pending")
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("discarded 4 rows not visible yet"), "{stderr}");
+    assert!(!env.tables(&dataset).contains(&"pending".to_string()));
+
+    let stderr = run("committed", "");
+    assert!(
+        stderr.contains(&format!(
+            "left behind: table {} (created by this run) keeps 4 rows committed before the run stopped",
+            full("committed")
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("removed table"), "{stderr}");
+    assert_eq!(ids(&env.read_table(&dataset, "committed")), [1, 2, 3, 4]);
+
+    // An empty table made before the run, by ensure-table, stays as it was.
+    let schema_file = dir.path().join("schema.yaml");
+    std::fs::write(
+        &schema_file,
+        "- {name: id, type: INT64, mode: REQUIRED}\n- {name: city, type: STRING}\n",
+    )
+    .unwrap();
+    outflow()
+        .args(["bigquery", "ensure-table", "--project", &env.project])
+        .args(["--dataset", &dataset, "--table", "existing"])
+        .args(["--emulator-host", env.rest.trim_start_matches("http://")])
+        .args(["--emulator-grpc-host", env.grpc.trim_start_matches("http://")])
+        .arg("--schema")
+        .arg(&schema_file)
+        .assert()
+        .success()
+        .stdout(contains("created"));
+    let stderr = run("existing", "    stream_type: pending\n");
+    assert!(!stderr.contains("removed table"), "{stderr}");
+    assert!(stderr.contains("discarded 4 rows not visible yet"), "{stderr}");
+    assert!(env.tables(&dataset).contains(&"existing".to_string()));
+    assert_eq!(
+        env.read_table(&dataset, "existing")["rows"],
+        serde_json::json!([])
+    );
 }

@@ -2,7 +2,7 @@
 //! Google's emulator the test script starts, read back with Google's Python client.
 
 use crate::outflow;
-use outflow_testkit::bigtable::{emulator_host, python_read};
+use outflow_testkit::bigtable::{emulator_host, python_read, python_tables};
 use outflow_testkit::unique_name;
 use predicates::prelude::*;
 use predicates::str::contains;
@@ -60,6 +60,27 @@ fn a_job_loads_csv_rows_into_bigtable() {
     assert_eq!(i64::from_str_radix(&rides, 16).unwrap(), 6);
 }
 
+/// `outflow bigtable ensure-table` in this file's instance, before the table's flags.
+const ENSURE_TABLE: [&str; 6] = [
+    "bigtable",
+    "ensure-table",
+    "--project",
+    PROJECT,
+    "--instance",
+    INSTANCE,
+];
+
+/// `outflow bigtable ensure-table` of `table` on the emulator at `host`, with the families
+/// of the `options` file.
+fn ensure_table(host: &str, table: &str, options: &std::path::Path) -> assert_cmd::Command {
+    let mut cmd = outflow();
+    cmd.args(ENSURE_TABLE)
+        .args(["--table", table, "--endpoint", host])
+        .arg("--options")
+        .arg(options);
+    cmd
+}
+
 fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
 }
@@ -81,22 +102,7 @@ fn ensure_table_creates_then_adds_only_missing_families() {
         "column_families:\n  - {name: cf, gc_rule: {max_versions: 1}}\n  - {name: clicks, type: {aggregate: sum}}\n",
     )
     .unwrap();
-    let target = [
-        "bigtable",
-        "ensure-table",
-        "--project",
-        PROJECT,
-        "--instance",
-        INSTANCE,
-    ];
-    let base = |options: &std::path::Path| {
-        let mut cmd = outflow();
-        cmd.args(target)
-            .args(["--table", &table, "--endpoint", &host])
-            .arg("--options")
-            .arg(options);
-        cmd
-    };
+    let base = |options: &std::path::Path| ensure_table(&host, &table, options);
     base(&v1)
         .assert()
         .success()
@@ -127,7 +133,7 @@ fn ensure_table_creates_then_adds_only_missing_families() {
         .stdout(contains(": unchanged"));
     let mut aliases = outflow();
     aliases
-        .args(target)
+        .args(ENSURE_TABLE)
         .args(["--table", &table, "--emulator-host", &host]);
     aliases.args(["--app-profile", "default", "--options"]).arg(&v2);
     aliases.assert().success().stdout(contains(": unchanged"));
@@ -155,5 +161,86 @@ fn ensure_table_creates_then_adds_only_missing_families() {
             .unwrap()
             .contains("column_families"),
         "{doc}"
+    );
+}
+
+/// A run that fails on a bad CSV line after good ones: when no request went out (rows wait
+/// for a full request) the table it created is deleted; when requests did, Bigtable applied
+/// those rows, so the table stays and the error says how many rows it keeps (and that the
+/// row still waiting for its request was discarded); a table that existed is never deleted.
+#[test]
+fn a_failed_run_removes_the_table_it_created_or_says_what_it_keeps() {
+    let host = emulator_host();
+    let dir = tempfile::tempdir().unwrap();
+    // Batches of 2: the first two reach the sink before the third fails on line 6.
+    std::fs::write(
+        dir.path().join("in.csv"),
+        "id,city\n1,Lisbon\n2,Porto\n3,Faro\n4,Braga\noops,Evora\n",
+    )
+    .unwrap();
+    let run = |table: &str, batching: &str| {
+        let job = dir.path().join(format!("{table}.yaml"));
+        std::fs::write(
+            &job,
+            format!(
+                "source:\n  path: in.csv\n  batch_size: 2\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}} ] }}\n\
+                 sink:\n  bigtable:\n    project: {PROJECT}\n    instance: {INSTANCE}\n    table: {table}\n\
+                 \x20   endpoint: {host}\n\
+                 \x20   table_options: {{ column_families: [ {{name: info}} ] }}\n\
+                 \x20   row_key: {{ fields: [id] }}\n\
+                 \x20   columns: {{ family: info }}\n{batching}"
+            ),
+        )
+        .unwrap();
+        let failed = outflow().arg("run").arg(&job).arg("--quiet").assert().code(1);
+        String::from_utf8_lossy(&failed.get_output().stderr).to_string()
+    };
+    let tables = || python_tables(&host, PROJECT, INSTANCE);
+
+    let unsent = unique_name("unsent");
+    let stderr = run(&unsent, "");
+    assert!(stderr.contains("in.csv, line 6"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "removed table {unsent}, created by this run and never committed to"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("discarded 4 rows not visible yet"), "{stderr}");
+    assert!(!tables().contains(&unsent));
+
+    let applied = unique_name("applied");
+    // A request per row: each goes out when the next row arrives, so the last one waits.
+    let stderr = run(&applied, "    batching: { max_entries: 1 }\n");
+    assert!(
+        stderr.contains(&format!(
+            "discarded 1 row not visible yet; left behind: table {applied} (created by this run) \
+             keeps 3 rows applied before the run stopped"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("removed table"), "{stderr}");
+    let keys: Vec<String> = python_read(&host, PROJECT, INSTANCE, &applied)["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(keys, ["1", "2", "3"]);
+
+    // An empty table made before the run, by ensure-table, stays.
+    let existing = unique_name("existing");
+    let families = dir.path().join("families.yaml");
+    std::fs::write(&families, "column_families:\n  - {name: info}\n").unwrap();
+    ensure_table(&host, &existing, &families)
+        .assert()
+        .success()
+        .stdout(contains("created"));
+    let stderr = run(&existing, "");
+    assert!(!stderr.contains("removed table"), "{stderr}");
+    assert!(tables().contains(&existing));
+    assert_eq!(
+        python_read(&host, PROJECT, INSTANCE, &existing)["rows"],
+        serde_json::json!([])
     );
 }
