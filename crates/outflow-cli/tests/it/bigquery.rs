@@ -300,6 +300,27 @@ fn ensure_table_flags_are_named_as_the_job_keys() {
     assert_eq!(names(&env.read_table(&dataset, "events")), ["id"]);
 }
 
+/// A job loading `in.csv` in batches of `batch_size` into `table`, created if needed, with
+/// more sink `options` (YAML lines indented as sink keys).
+fn city_job(
+    dir: &std::path::Path,
+    env: &BigQueryEnv,
+    dataset: &str,
+    table: &str,
+    batch_size: usize,
+    options: &str,
+) -> std::path::PathBuf {
+    let sink = format!(
+        "  bigquery:\n    project: {project}\n    dataset: {dataset}\n    table: {table}\n\
+         \x20   schema: [ {{name: id, type: INT64, mode: REQUIRED}}, {{name: city, type: STRING}} ]\n{options}\
+         \x20   connection: {{ rest_endpoint: '{rest}', grpc_endpoint: '{grpc}', credentials: anonymous }}\n",
+        project = env.project,
+        rest = env.rest,
+        grpc = env.grpc,
+    );
+    crate::city_job(dir, table, batch_size, &sink)
+}
+
 /// A run that fails on a bad CSV line after good ones: with pending streams nothing of it
 /// became visible, so the table it created is deleted; with committed streams (the
 /// default) the rows written are visible and stay, and the error says so; a table that
@@ -311,26 +332,9 @@ fn a_failed_run_removes_the_table_it_created_or_says_what_it_keeps() {
     env.create_dataset(&dataset);
     let dir = tempfile::tempdir().unwrap();
     // Batches of 2: the first two are written before the third fails on line 6.
-    std::fs::write(
-        dir.path().join("in.csv"),
-        "id,city\n1,Lisbon\n2,Porto\n3,Faro\n4,Braga\noops,Evora\n",
-    )
-    .unwrap();
-    let schema = "[ {name: id, type: INT64, mode: REQUIRED}, {name: city, type: STRING} ]";
+    crate::city_csv(dir.path(), 1..5, true);
     let run = |table: &str, options: &str| {
-        let job = dir.path().join(format!("{table}.yaml"));
-        std::fs::write(
-            &job,
-            format!(
-                "source:\n  path: in.csv\n  batch_size: 2\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}} ] }}\n\
-                 sink:\n  bigquery:\n    project: {project}\n    dataset: {dataset}\n    table: {table}\n    schema: {schema}\n{options}\
-                 \x20   connection: {{ rest_endpoint: '{rest}', grpc_endpoint: '{grpc}', credentials: anonymous }}\n",
-                project = env.project,
-                rest = env.rest,
-                grpc = env.grpc,
-            ),
-        )
-        .unwrap();
+        let job = city_job(dir.path(), &env, &dataset, table, 2, options);
         let failed = outflow().arg("run").arg(&job).arg("--quiet").assert().code(1);
         String::from_utf8_lossy(&failed.get_output().stderr).to_string()
     };
@@ -384,4 +388,38 @@ fn a_failed_run_removes_the_table_it_created_or_says_what_it_keeps() {
         env.read_table(&dataset, "existing")["rows"],
         serde_json::json!([])
     );
+}
+
+/// Ctrl-C during a run into pending streams: none of its rows became visible, so the table
+/// it created is deleted, and stderr says so.
+#[test]
+fn ctrl_c_on_a_pending_run_removes_the_table_it_created() {
+    let env = BigQueryEnv::from_env();
+    let dataset = unique_name("cli");
+    env.create_dataset(&dataset);
+    let dir = tempfile::tempdir().unwrap();
+    crate::city_csv(dir.path(), 0..1_000_000, false);
+    let job = city_job(
+        dir.path(),
+        &env,
+        &dataset,
+        "t",
+        8192,
+        "    stream_type: pending\n",
+    );
+    // The table is created before the first row is read: interrupted as soon as it exists.
+    let (code, stderr) = crate::interrupted_run(&job, &[], || env.tables(&dataset) == ["t"]);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted (Ctrl-C) before the commit"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "removed table {}.{dataset}.t, created by this run and never committed to",
+            env.project
+        )),
+        "{stderr}"
+    );
+    assert_eq!(env.tables(&dataset), Vec::<String>::new());
 }

@@ -2,7 +2,7 @@
 //! Google's emulator the test script starts, read back with Google's Python client.
 
 use crate::outflow;
-use outflow_testkit::bigtable::{emulator_host, python_read, python_tables};
+use outflow_testkit::bigtable::{cbt, emulator_host, python_read, python_tables};
 use outflow_testkit::unique_name;
 use predicates::prelude::*;
 use predicates::str::contains;
@@ -164,6 +164,25 @@ fn ensure_table_creates_then_adds_only_missing_families() {
     );
 }
 
+/// A job loading `in.csv` in batches of `batch_size` into `table`, created if needed with
+/// family `info`, with more sink `options` (YAML lines indented as sink keys).
+fn city_job(
+    dir: &std::path::Path,
+    host: &str,
+    table: &str,
+    batch_size: usize,
+    options: &str,
+) -> std::path::PathBuf {
+    let sink = format!(
+        "  bigtable:\n    project: {PROJECT}\n    instance: {INSTANCE}\n    table: {table}\n\
+         \x20   endpoint: {host}\n\
+         \x20   table_options: {{ column_families: [ {{name: info}} ] }}\n\
+         \x20   row_key: {{ fields: [id] }}\n\
+         \x20   columns: {{ family: info }}\n{options}"
+    );
+    crate::city_job(dir, table, batch_size, &sink)
+}
+
 /// A run that fails on a bad CSV line after good ones: when no request went out (rows wait
 /// for a full request) the table it created is deleted; when requests did, Bigtable applied
 /// those rows, so the table stays and the error says how many rows it keeps (and that the
@@ -173,25 +192,9 @@ fn a_failed_run_removes_the_table_it_created_or_says_what_it_keeps() {
     let host = emulator_host();
     let dir = tempfile::tempdir().unwrap();
     // Batches of 2: the first two reach the sink before the third fails on line 6.
-    std::fs::write(
-        dir.path().join("in.csv"),
-        "id,city\n1,Lisbon\n2,Porto\n3,Faro\n4,Braga\noops,Evora\n",
-    )
-    .unwrap();
+    crate::city_csv(dir.path(), 1..5, true);
     let run = |table: &str, batching: &str| {
-        let job = dir.path().join(format!("{table}.yaml"));
-        std::fs::write(
-            &job,
-            format!(
-                "source:\n  path: in.csv\n  batch_size: 2\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}} ] }}\n\
-                 sink:\n  bigtable:\n    project: {PROJECT}\n    instance: {INSTANCE}\n    table: {table}\n\
-                 \x20   endpoint: {host}\n\
-                 \x20   table_options: {{ column_families: [ {{name: info}} ] }}\n\
-                 \x20   row_key: {{ fields: [id] }}\n\
-                 \x20   columns: {{ family: info }}\n{batching}"
-            ),
-        )
-        .unwrap();
+        let job = city_job(dir.path(), &host, table, 2, batching);
         let failed = outflow().arg("run").arg(&job).arg("--quiet").assert().code(1);
         String::from_utf8_lossy(&failed.get_output().stderr).to_string()
     };
@@ -243,4 +246,42 @@ fn a_failed_run_removes_the_table_it_created_or_says_what_it_keeps() {
         python_read(&host, PROJECT, INSTANCE, &existing)["rows"],
         serde_json::json!([])
     );
+}
+
+/// Ctrl-C during a run, once rows are in the table: Bigtable applied what was
+/// acknowledged, so the table stays, holding exactly the rows the error says it keeps.
+#[test]
+fn ctrl_c_leaves_exactly_the_rows_the_error_says_bigtable_applied() {
+    let host = emulator_host();
+    let dir = tempfile::tempdir().unwrap();
+    crate::city_csv(dir.path(), 0..1_000_000, false);
+    let table = unique_name("interrupted");
+    let job = city_job(
+        dir.path(),
+        &host,
+        &table,
+        1000,
+        "    batching: { max_entries: 1000 }\n",
+    );
+    let count = || {
+        cbt(&host, PROJECT, INSTANCE, &["count", &table])
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let exists = || cbt(&host, PROJECT, INSTANCE, &["ls"]).lines().any(|t| t == table);
+    let (code, stderr) = crate::interrupted_run(&job, &[], || exists() && count() > 0);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted (Ctrl-C) before the commit"),
+        "{stderr}"
+    );
+    let kept = format!("table {table} (created by this run) keeps ");
+    let said: u64 = stderr
+        .split_once(&kept)
+        .and_then(|(_, rest)| rest.split_once(" rows applied before the run stopped"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of the rows kept: {stderr}"));
+    assert!(said > 0 && said < 1_000_000, "{stderr}");
+    assert_eq!(count(), said, "{stderr}");
 }

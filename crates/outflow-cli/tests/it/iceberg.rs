@@ -437,51 +437,10 @@ fn ctrl_c_stops_a_run_and_removes_what_it_wrote() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "in.csv", &csv_rows(0..5_000_000));
     let job = small_batch_job(dir.path());
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_outflow"))
-        .arg("run")
-        .arg(&job)
-        .arg("--quiet")
-        .env_remove("OUTFLOW_LOG")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     // Interrupted once it is writing data files.
     let data = dir.path().join("lake/wh/db/t/data");
-    let started = std::time::Instant::now();
-    while files_under(&data).is_empty() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "no data file after 60 s"
-        );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before it was interrupted"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let pid = child.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("the run did not stop within 60 s of Ctrl-C");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    assert_eq!(status.code(), Some(130), "{stderr}");
+    let (code, stderr) = crate::interrupted_run(&job, &[], || !files_under(&data).is_empty());
+    assert_eq!(code, Some(130), "{stderr}");
     assert!(
         stderr.contains("outflow: interrupted: stopping the run"),
         "{stderr}"

@@ -18,3 +18,87 @@ fn outflow() -> assert_cmd::Command {
     cmd.env_remove("OUTFLOW_LOG").env("NO_COLOR", "1");
     cmd
 }
+
+/// Runs `outflow run JOB --quiet` with `envs`, sends it SIGINT (what Ctrl-C sends) as soon
+/// as `ready()` says so, and returns its exit code and stderr. Fails when the run ends
+/// before it is interrupted, when `ready()` is not true within 60 s, or when the run does
+/// not stop within 60 s of the signal.
+fn interrupted_run(
+    job: &std::path::Path,
+    envs: &[(&str, &str)],
+    ready: impl Fn() -> bool,
+) -> (Option<i32>, String) {
+    use std::time::{Duration, Instant};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_outflow"))
+        .arg("run")
+        .arg(job)
+        .arg("--quiet")
+        .env_remove("OUTFLOW_LOG")
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ready() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "not ready to interrupt after 60 s"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before it was interrupted"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the run did not stop within 60 s of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    (status.code(), stderr)
+}
+
+/// Writes `in.csv` in `dir`: a header `id,city` and a row per id, then, with `bad_line`, a
+/// line whose id is not a number.
+fn city_csv(dir: &std::path::Path, ids: std::ops::Range<u64>, bad_line: bool) {
+    let mut csv: String = std::iter::once("id,city\n".to_string())
+        .chain(ids.map(|i| format!("{i},city number {i}\n")))
+        .collect();
+    if bad_line {
+        csv.push_str("oops,Evora\n");
+    }
+    std::fs::write(dir.join("in.csv"), csv).unwrap();
+}
+
+/// Writes the job `{name}.yaml` in `dir`, reading `in.csv` (`id` long and required, `city`
+/// string) in batches of `batch_size` into `sink`, the sink section's YAML (`bigquery:\n
+/// ...`, indented by two spaces).
+fn city_job(dir: &std::path::Path, name: &str, batch_size: usize, sink: &str) -> std::path::PathBuf {
+    let job = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &job,
+        format!(
+            "source:\n  path: in.csv\n  batch_size: {batch_size}\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}} ] }}\n\
+             sink:\n{sink}"
+        ),
+    )
+    .unwrap();
+    job
+}
