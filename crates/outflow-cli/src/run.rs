@@ -199,6 +199,28 @@ impl Interrupt {
         // The sender lives in `self`, so waiting cannot fail.
         let _ = raised.wait_for(|&raised| raised).await;
     }
+
+    /// `work`'s output, or the interrupted error when the run is asked to stop first (then
+    /// `work` is dropped where it stood).
+    async fn unless_raised<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T> {
+        tokio::select! {
+            biased;
+            () = self.raised() => Err(Self::error()),
+            done = work => Ok(done),
+        }
+    }
+
+    /// The interrupted error if the run has been asked to stop.
+    fn check(&self) -> Result<()> {
+        if *self.0.borrow() {
+            return Err(Self::error());
+        }
+        Ok(())
+    }
+
+    fn error() -> Error {
+        Error::new(ErrorKind::Interrupted, "interrupted (Ctrl-C) before the commit")
+    }
 }
 
 /// What a run did.
@@ -399,14 +421,16 @@ pub async fn run(
         rejections,
         ledgers,
     };
-    let written = tokio::select! {
-        biased;
-        () = options.interrupt.raised() => Err(Error::new(
-            ErrorKind::Interrupted,
-            "interrupted (Ctrl-C) before the commit",
-        )),
-        written = write_all(pipeline, sink, preparer, destination, &mut tally, progress) => written,
-    };
+    let written = write_all(
+        pipeline,
+        sink,
+        preparer,
+        destination,
+        &mut tally,
+        &options.interrupt,
+        progress,
+    )
+    .await;
     let read = match written {
         Ok(read) => read,
         Err(err) => {
@@ -465,6 +489,7 @@ async fn write_all(
     preparer: &dyn PrepareDestination,
     destination: &Destination,
     tally: &mut Tally,
+    interrupt: &Interrupt,
     progress: &Progress,
 ) -> Result<ReadStats> {
     let Tally {
@@ -473,14 +498,18 @@ async fn write_all(
         ledgers,
     } = tally;
     let schema = pipeline.output_schema().clone();
+    // An interrupt stops reading and writing at once, but never cuts a preparation short:
+    // a table whose creation was under way is then known to the sink, which removes it.
     if let Some(table) = destination.fixed() {
+        interrupt.check()?;
         prepared.push(prepare(preparer, table, &schema).await?);
     }
     let mut seen = DestinationNames::default();
     let mut batches = pipeline.batches(progress);
-    while let Some((batch, file, origins)) = batches.next_with_origins().await? {
+    while let Some((batch, file, origins)) = interrupt.unless_raised(batches.next_with_origins()).await?? {
         let (batch, origins) = if destination.fixed().is_none() {
             for name in seen.add(destination, &batch)? {
+                interrupt.check()?;
                 ledgers.ask(preparer, &name).await?;
                 prepared.push(prepare(preparer, &name, &schema).await?);
             }
@@ -493,9 +522,10 @@ async fn write_all(
         }
         // Counted before writing: the sink may reject rows of this batch at once.
         rejections.given(file, &origins);
-        sink.write(batch).await?;
+        interrupt.unless_raised(sink.write(batch)).await??;
         rejections.take(sink.take_failed())?;
     }
+    interrupt.check()?;
     Ok(batches.stats().clone())
 }
 
