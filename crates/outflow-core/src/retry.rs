@@ -218,6 +218,15 @@ impl Retrying<'_> {
         }
         tracing::warn!(operation = %self.what, attempt = self.attempt, wait_ms = wait.as_millis() as u64, error = %failure, "retrying");
         tokio::time::sleep(wait).await;
+        // A busy machine can oversleep past the deadline: an attempt with no time left could
+        // only time out, and would hide the failure that made it retry.
+        if self.time_left() < Duration::from_millis(1) {
+            return Err(Exhausted {
+                what: self.what.clone(),
+                attempts: self.attempt,
+                deadline: true,
+            });
+        }
         self.attempt += 1;
         Ok(())
     }

@@ -195,12 +195,12 @@ pub(crate) async fn commit_attempt(
 }
 
 /// A snapshot ready to commit.
-struct BuiltSnapshot {
-    snapshot_id: i64,
-    requirements: Vec<TableRequirement>,
-    updates: Vec<TableUpdate>,
+pub(crate) struct BuiltSnapshot {
+    pub(crate) snapshot_id: i64,
+    pub(crate) requirements: Vec<TableRequirement>,
+    pub(crate) updates: Vec<TableUpdate>,
     /// Manifest and manifest list files written for it.
-    written: Vec<String>,
+    pub(crate) written: Vec<String>,
 }
 
 async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnapshot> {
@@ -228,14 +228,7 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
         )
         .with_retryable(false));
     }
-    let snapshot_id = loop {
-        let (a, b) = uuid::Uuid::new_v4().as_u64_pair();
-        let id = ((a ^ b) & (i64::MAX as u64)) as i64;
-        if id != 0 && metadata.snapshot_by_id(id).is_none() {
-            break id;
-        }
-    };
-    let sequence_number = metadata.next_sequence_number();
+    let snapshot_id = new_snapshot_id(metadata);
     let attempt = uuid::Uuid::new_v4();
     let dir = format!("{}/metadata", metadata.location().trim_end_matches('/'));
     let parent = metadata.current_snapshot().cloned();
@@ -391,6 +384,71 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
         }
     }
 
+    let mut properties = summary.build();
+    totals(&mut properties, parent.as_deref(), commit, removed_records);
+    properties.extend(commit.summary.clone());
+    properties.insert(COMMIT_ID_KEY.to_string(), commit.commit_id.clone());
+    let operation = match commit.kind {
+        SnapshotKind::Append => Operation::Append,
+        SnapshotKind::Overwrite => Operation::Overwrite,
+    };
+    finish_snapshot(
+        table,
+        NewSnapshot {
+            snapshot_id,
+            attempt,
+            manifests,
+            operation,
+            properties,
+        },
+        written,
+    )
+    .await
+}
+
+/// An unused snapshot id for `metadata`'s table.
+pub(crate) fn new_snapshot_id(metadata: &iceberg::spec::TableMetadata) -> i64 {
+    loop {
+        let (a, b) = uuid::Uuid::new_v4().as_u64_pair();
+        let id = ((a ^ b) & (i64::MAX as u64)) as i64;
+        if id != 0 && metadata.snapshot_by_id(id).is_none() {
+            return id;
+        }
+    }
+}
+
+/// A snapshot on top of the table's current one, its manifests written.
+pub(crate) struct NewSnapshot {
+    pub(crate) snapshot_id: i64,
+    /// Names this attempt's files.
+    pub(crate) attempt: uuid::Uuid,
+    pub(crate) manifests: Vec<ManifestFile>,
+    pub(crate) operation: Operation,
+    pub(crate) properties: HashMap<String, String>,
+}
+
+/// Writes `new`'s manifest list and returns the commit that makes it the main branch's
+/// snapshot, on condition that the branch, the table and its default spec are unchanged.
+/// `written` (the files written for it so far) gains the manifest list.
+pub(crate) async fn finish_snapshot(
+    table: &Table,
+    new: NewSnapshot,
+    mut written: Vec<String>,
+) -> Result<BuiltSnapshot> {
+    let metadata = table.metadata();
+    let io = table.file_io();
+    let version = metadata.format_version();
+    let spec = metadata.default_partition_spec();
+    let sequence_number = metadata.next_sequence_number();
+    let parent = metadata.current_snapshot();
+    let dir = format!("{}/metadata", metadata.location().trim_end_matches('/'));
+    let NewSnapshot {
+        snapshot_id,
+        attempt,
+        manifests,
+        operation,
+        properties,
+    } = new;
     let list_path = format!("{dir}/snap-{snapshot_id}-1-{attempt}.avro");
     let list_output = io
         .new_output(&list_path)
@@ -409,14 +467,6 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
     list.close().await.doing(format_args!("writing {list_path}"))?;
     written.push(list_path.clone());
 
-    let mut properties = summary.build();
-    totals(&mut properties, parent.as_deref(), commit, removed_records);
-    properties.extend(commit.summary.clone());
-    properties.insert(COMMIT_ID_KEY.to_string(), commit.commit_id.clone());
-    let operation = match commit.kind {
-        SnapshotKind::Append => Operation::Append,
-        SnapshotKind::Overwrite => Operation::Overwrite,
-    };
     let snapshot = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
         .with_parent_snapshot_id(parent_id)

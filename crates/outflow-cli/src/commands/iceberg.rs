@@ -12,7 +12,10 @@ use outflow_core::{
     SchemaEvolutionOption, UnverifiableFileHandling,
 };
 use outflow_iceberg::add_files::{AddFiles, AddFilesOptions, AddFilesResult, BatchWindow};
-use outflow_iceberg::{CatalogConfig, TableCreateOptions};
+use outflow_iceberg::maintenance::{
+    RewriteManifestsOptions, RewriteManifestsReport, rewrite_manifests as rewrite_manifests_of,
+};
+use outflow_iceberg::{CatalogConfig, IcebergCatalog, TableCreateOptions};
 
 use crate::exit::{ExitStatus, after_help};
 use crate::output::document::document;
@@ -48,6 +51,88 @@ pub enum IcebergCommand {
     /// evolving its schema as allowed; creates the table when missing.
     #[command(name = "add-files", after_help = after_help(ADD_FILES_HELP))]
     AddFiles(Box<AddFilesArgs>),
+    /// Merge a table's small data manifests into fewer, in one replace snapshot (the same
+    /// files and rows; fewer manifests for readers to open).
+    #[command(name = "rewrite-manifests", after_help = after_help(REWRITE_MANIFESTS_HELP))]
+    RewriteManifests(RewriteManifestsArgs),
+}
+
+/// Examples for `outflow iceberg rewrite-manifests --help`.
+pub const REWRITE_MANIFESTS_HELP: &str = "\
+Examples:
+  outflow iceberg rewrite-manifests --catalog-uri ./lake/catalog.db --warehouse ./lake/warehouse \\
+      --table db.events
+  outflow iceberg rewrite-manifests ... --dry-run   how many manifests it would merge
+  outflow iceberg rewrite-manifests ... --target-size-bytes 33554432 --json
+
+Appends already merge small manifests past the table's commit.manifest.min-count-to-merge
+(100 by default); this merges every run of small manifests now.";
+
+/// Arguments of `outflow iceberg rewrite-manifests`.
+#[derive(Debug, Args)]
+pub struct RewriteManifestsArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub catalog: CatalogArgs,
+    /// The table.
+    #[arg(long, value_name = "NAMESPACE.TABLE")]
+    pub table: String,
+    /// A merged manifest's size limit (default: the table's
+    /// commit.manifest.target-size-bytes, 8 MiB when unset).
+    #[arg(long, value_name = "BYTES")]
+    pub target_size_bytes: Option<i64>,
+    /// Say what would be merged, committing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `outflow iceberg rewrite-manifests`.
+pub async fn execute_rewrite_manifests(args: RewriteManifestsArgs) -> ExitStatus {
+    let command = "iceberg rewrite-manifests";
+    match rewrite_manifests(&args).await {
+        Ok(report) => {
+            if args.json {
+                let report = serde_json::to_value(&report).expect("the report serializes");
+                output::println(document(command, ExitStatus::Ok, report));
+            } else {
+                output::print(rewrite_summary(&report));
+            }
+            ExitStatus::Ok
+        }
+        Err(err) => super::fail_command(command, &err, args.json),
+    }
+}
+
+async fn rewrite_manifests(args: &RewriteManifestsArgs) -> Result<RewriteManifestsReport> {
+    let config = catalog(&args.catalog)?;
+    let retry = outflow_core::RetryPolicy::default();
+    let catalog = IcebergCatalog::connect_with_retry(&config, &retry).await?;
+    let options = RewriteManifestsOptions {
+        target_bytes: args.target_size_bytes,
+        dry_run: args.dry_run,
+    };
+    rewrite_manifests_of(&catalog, &args.table, &options, &retry).await
+}
+
+/// "db.t: 12 data manifests merged into 2 (snapshot 123)".
+fn rewrite_summary(report: &RewriteManifestsReport) -> String {
+    let RewriteManifestsReport {
+        table,
+        manifests_before: before,
+        manifests_after: after,
+        ..
+    } = report;
+    match (report.dry_run, report.snapshot_id) {
+        _ if before == after => format!("{table}: {before} data manifests, nothing to merge\n"),
+        (true, _) => format!("{table}: would merge {before} data manifests into {after} (dry run)\n"),
+        (false, Some(id)) => {
+            format!("{table}: merged {before} data manifests into {after} in snapshot {id}\n")
+        }
+        (false, None) => format!("{table}: {before} data manifests\n"),
+    }
 }
 
 impl IcebergCommand {
@@ -55,13 +140,14 @@ impl IcebergCommand {
     pub async fn execute(self) -> ExitStatus {
         match self {
             IcebergCommand::AddFiles(args) => execute_add_files(*args).await,
+            IcebergCommand::RewriteManifests(args) => execute_rewrite_manifests(args).await,
         }
     }
 }
 
-/// Arguments of `outflow iceberg add-files`.
+/// The catalog flags of the Iceberg subcommands.
 #[derive(Debug, Args)]
-pub struct AddFilesArgs {
+pub struct CatalogArgs {
     /// The catalog: a SQLite file (a path or `sqlite:///abs/catalog.db`, created if absent)
     /// or a REST catalog's `http(s)://` URI.
     #[arg(long, value_name = "URI")]
@@ -73,6 +159,14 @@ pub struct AddFilesArgs {
     /// The catalog's name; other readers of the catalog must use the same.
     #[arg(long, value_name = "NAME", default_value = "outflow")]
     pub catalog_name: String,
+}
+
+/// Arguments of `outflow iceberg add-files`.
+#[derive(Debug, Args)]
+pub struct AddFilesArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub catalog: CatalogArgs,
     /// The table.
     #[arg(long, value_name = "NAMESPACE.TABLE")]
     pub table: String,
@@ -198,7 +292,7 @@ fn inputs(given: &[String]) -> Result<Vec<String>> {
     Ok(out)
 }
 
-fn catalog(args: &AddFilesArgs) -> Result<CatalogConfig> {
+fn catalog(args: &CatalogArgs) -> Result<CatalogConfig> {
     let uri = args.catalog_uri.trim();
     if uri.starts_with("http://") || uri.starts_with("https://") {
         return Ok(CatalogConfig::Rest {
@@ -268,7 +362,7 @@ fn options(args: &AddFilesArgs) -> Result<AddFilesOptions> {
         .parse()
         .map_err(|e: Error| Error::invalid_config("--create-disposition", e.message()))?;
     let mut builder = AddFilesOptions::builder()
-        .catalog(catalog(args)?)
+        .catalog(catalog(&args.catalog)?)
         .table(args.table.clone())
         .create_disposition(disposition)
         .schema_evolution(evolution(args)?)
@@ -335,7 +429,9 @@ mod tests {
     fn parse(args: &[&str]) -> AddFilesArgs {
         let mut all = vec!["iceberg", "add-files"];
         all.extend_from_slice(args);
-        let IcebergCommand::AddFiles(args) = Cli::try_parse_from(all).unwrap().command;
+        let IcebergCommand::AddFiles(args) = Cli::try_parse_from(all).unwrap().command else {
+            panic!("add-files parses as add-files");
+        };
         *args
     }
 

@@ -70,7 +70,8 @@ pub enum Command {
     /// rows; finds bad rows and bad options before a run does.
     #[command(after_help = after_help(check::AFTER_HELP))]
     Check(check::CheckArgs),
-    /// Iceberg tables: register existing Parquet files (`outflow iceberg add-files`).
+    /// Iceberg tables: register existing Parquet files (`outflow iceberg add-files`), merge
+    /// small manifests (`outflow iceberg rewrite-manifests`).
     #[cfg(feature = "iceberg")]
     #[command(subcommand)]
     Iceberg(iceberg::IcebergCommand),

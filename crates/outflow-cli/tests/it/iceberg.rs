@@ -454,3 +454,82 @@ fn ctrl_c_stops_a_run_and_removes_what_it_wrote() {
         Vec::<std::path::PathBuf>::new()
     );
 }
+
+/// `outflow iceberg rewrite-manifests` on a table of six commits that never merged their
+/// manifests: a dry run says what it would do and changes nothing, the run merges them in
+/// one replace snapshot, both readers read the same rows, and a second run has nothing to do.
+#[test]
+fn rewrite_manifests_merges_small_manifests_and_a_dry_run_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for n in 0..6 {
+        write(
+            dir.path(),
+            &format!("in-{n}.csv"),
+            &format!("id,name\n{n},name-{n}\n"),
+        );
+        let job = write(
+            dir.path(),
+            "job.yaml",
+            &format!(
+                "source:\n  path: in-{n}.csv\nsink:\n  iceberg:\n\
+                 \x20   catalog: {{ type: sql, uri: lake/catalog.db, warehouse: lake/wh }}\n\
+                 \x20   table: db.small\n\
+                 \x20   table_options: {{ properties: {{ commit.manifest-merge.enabled: \"false\" }} }}\n"
+            ),
+        );
+        outflow().args(["run", "--quiet"]).arg(&job).assert().success();
+    }
+    let rewrite = |extra: &[&str]| {
+        let out = outflow()
+            .current_dir(dir.path())
+            .args(["iceberg", "rewrite-manifests", "--catalog-uri", "lake/catalog.db"])
+            .args(["--warehouse", "lake/wh", "--table", "db.small", "--json"])
+            .args(extra)
+            .assert()
+            .success();
+        serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap()
+    };
+    let planned = rewrite(&["--dry-run"]);
+    assert_eq!(
+        (
+            &planned["manifests_before"],
+            &planned["manifests_after"],
+            &planned["snapshot_id"]
+        ),
+        (&json!(6), &json!(1), &Value::Null),
+        "{planned}"
+    );
+    let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
+    let before = catalog.read_both("db.small");
+    assert_eq!(
+        before["snapshots"].as_array().unwrap().len(),
+        6,
+        "a dry run commits nothing"
+    );
+
+    let done = rewrite(&[]);
+    assert_eq!(
+        (&done["manifests_before"], &done["manifests_after"]),
+        (&json!(6), &json!(1)),
+        "{done}"
+    );
+    let after = catalog.read_both("db.small");
+    assert_eq!(after["rows"], before["rows"]);
+    assert_eq!(after["row_count"], 6);
+    let current = after["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["snapshot_id"] == after["current_snapshot_id"])
+        .unwrap();
+    assert_eq!(current["snapshot_id"], done["snapshot_id"]);
+    assert_eq!(current["operation"], "replace");
+    assert_eq!(current["summary"]["total-records"], "6");
+
+    let again = rewrite(&[]);
+    assert_eq!(
+        (&again["manifests_before"], &again["snapshot_id"]),
+        (&json!(1), &Value::Null),
+        "{again}"
+    );
+}
