@@ -43,9 +43,14 @@ impl BigQueryEnv {
     /// Runs one of the tool's subcommands (kept running for the test binary) against the
     /// emulator and returns the JSON document it prints.
     fn call(&self, args: &[&str]) -> serde_json::Value {
+        self.try_call(args).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// The same, with the tool's error returned.
+    fn try_call(&self, args: &[&str]) -> Result<serde_json::Value, String> {
         let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         args.extend(["--endpoint".to_string(), self.rest.clone()]);
-        TOOL.request(
+        TOOL.try_request(
             || {
                 let mut c = Command::new(&self.python);
                 c.arg(Self::tool()).arg("serve");
@@ -64,7 +69,14 @@ impl BigQueryEnv {
     /// A table as Google's Python client reads it: `{"schema": [...], "num_rows": N,
     /// "rows": [...]}` (see the script for the value conventions).
     pub fn read_table(&self, dataset: &str, table: &str) -> serde_json::Value {
-        self.call(&[
+        self.try_read_table(dataset, table)
+            .unwrap_or_else(|| panic!("table {}.{dataset}.{table} does not exist", self.project))
+    }
+
+    /// [`BigQueryEnv::read_table`], or `None` when the table does not exist (the client's
+    /// `NotFound`); any other error panics.
+    pub fn try_read_table(&self, dataset: &str, table: &str) -> Option<serde_json::Value> {
+        let args = [
             "read",
             "--project",
             &self.project,
@@ -72,7 +84,12 @@ impl BigQueryEnv {
             dataset,
             "--table",
             table,
-        ])
+        ];
+        match self.try_call(&args) {
+            Ok(read) => Some(read),
+            Err(error) if error.contains("NotFound") => None,
+            Err(error) => panic!("{error}"),
+        }
     }
 
     /// The tables of `dataset`, sorted, as Google's Python client lists them.

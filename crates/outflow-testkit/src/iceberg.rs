@@ -98,12 +98,18 @@ impl TestCatalog {
     /// Runs `verb` on `table` with `reader`'s tool (kept running for the test binary),
     /// with `extra` arguments, and returns the JSON document it prints.
     fn call(&self, reader: Reader, verb: &str, table: &str, extra: &[String]) -> Value {
+        self.try_call(reader, verb, table, extra)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// The same, with the tool's error returned.
+    fn try_call(&self, reader: Reader, verb: &str, table: &str, extra: &[String]) -> Result<Value, String> {
         let mut args = vec![verb.to_string()];
         args.extend(self.args());
         args.extend(["--table".to_string(), table.to_string()]);
         args.extend(extra.iter().cloned());
         match reader {
-            Reader::PyIceberg => PYICEBERG.request(
+            Reader::PyIceberg => PYICEBERG.try_request(
                 || {
                     let mut c = Command::new(python());
                     c.arg(require_env("OUTFLOW_ICEBERG_TOOL")).arg("serve");
@@ -111,7 +117,7 @@ impl TestCatalog {
                 },
                 &args,
             ),
-            Reader::Java => JAVA.request(
+            Reader::Java => JAVA.try_request(
                 || {
                     let mut c = Command::new("java");
                     c.arg("-jar")
@@ -127,6 +133,17 @@ impl TestCatalog {
     /// Reads `table` (`ns.name`) with `reader`, as canonical JSON.
     pub fn read(&self, reader: Reader, table: &str) -> Value {
         self.call(reader, "read", table, &[])
+    }
+
+    /// [`TestCatalog::read`], or `None` when the table (or the SQLite catalog's file) does
+    /// not exist (PyIceberg's `NoSuchTableError`, Java's `NoSuchTableException`); any
+    /// other error panics.
+    pub fn try_read(&self, reader: Reader, table: &str) -> Option<Value> {
+        match self.try_call(reader, "read", table, &[]) {
+            Ok(read) => Some(read),
+            Err(error) if error.contains("NoSuchTable") || error.contains("does not exist") => None,
+            Err(error) => panic!("{error}"),
+        }
     }
 
     /// Reads `table` with both readers, asserts they agree, and returns what they read.
