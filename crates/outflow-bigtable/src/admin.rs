@@ -465,17 +465,49 @@ impl BigtablePreparer {
 #[async_trait]
 impl PrepareDestination for BigtablePreparer {
     async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        let client = self.shared.client().await?;
-        let options = self.shared.settings().table_options.as_ref();
-        let plan = client
-            .plan_table(destination, self.shared.settings().disposition, options)
-            .await?;
+        let plan = self.plan_table(destination).await?;
         if plan.action == PlannedAction::Fail {
             return Ok(plan);
         }
-        // The families the table will have: what it has, plus what the options add.
-        let mut families: FamilyTypes = options
-            .into_iter()
+        Ok(match self.mapping_error(destination, schema).await? {
+            None => plan,
+            Some(e) => DestinationPlan::failed(destination, &e),
+        })
+    }
+
+    async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
+        // Rows that cannot be mapped onto the families the table would have fail before it
+        // is created or given families, as `plan` says. (A table that cannot be prepared
+        // fails in `prepare_once`, with its own error.)
+        if self.plan_table(destination).await?.action != PlannedAction::Fail
+            && let Some(e) = self.mapping_error(destination, schema).await?
+        {
+            return Err(e);
+        }
+        let (plan, prepared) = self.shared.prepare_once(destination).await?;
+        prepared.encoder(schema, &self.shared.settings().mapping, destination)?;
+        Ok(plan)
+    }
+}
+
+impl BigtablePreparer {
+    /// What preparing the table alone would do, changing nothing.
+    async fn plan_table(&self, destination: &str) -> Result<DestinationPlan> {
+        let settings = self.shared.settings();
+        let client = self.shared.client().await?;
+        client
+            .plan_table(destination, settings.disposition, settings.table_options.as_ref())
+            .await
+    }
+
+    /// The error rows of `schema` would hit against the families `destination` would have
+    /// once prepared (its own, plus those the options add), if any.
+    async fn mapping_error(&self, destination: &str, schema: &SchemaRef) -> Result<Option<Error>> {
+        let settings = self.shared.settings();
+        let client = self.shared.client().await?;
+        let mut families: FamilyTypes = settings
+            .table_options
+            .iter()
             .flat_map(|o| o.column_families())
             .map(|f| (f.name().to_string(), Ok(f.value_type())))
             .collect();
@@ -484,18 +516,7 @@ impl PrepareDestination for BigtablePreparer {
                 families.insert(f.name, f.value_type.ok_or(f.value_type_text));
             }
         }
-        Ok(
-            match RowEncoder::new(schema, &self.shared.settings().mapping, &families, destination) {
-                Ok(_) => plan,
-                Err(e) => DestinationPlan::failed(destination, &e),
-            },
-        )
-    }
-
-    async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        let (plan, prepared) = self.shared.prepare_once(destination).await?;
-        prepared.encoder(schema, &self.shared.settings().mapping, destination)?;
-        Ok(plan)
+        Ok(RowEncoder::new(schema, &settings.mapping, &families, destination).err())
     }
 }
 
