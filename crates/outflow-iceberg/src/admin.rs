@@ -319,6 +319,20 @@ impl IcebergPreparer {
         if options.write_disposition() == WriteDisposition::Truncate {
             out = out.with_detail("replace the table's rows");
         }
+        // Under route_to_errors a schema that does not fit is no reason to stop: its rows
+        // become failed records when they are written, and the table is used as it is.
+        if let Some(e) = &error
+            && e.kind() == ErrorKind::SchemaIncompatible
+            && options.schema_evolution().on_incompatible() == IncompatibleSchemaHandling::RouteToErrors
+        {
+            out = out.with_detail(format!(
+                "rows that do not fit go to failed records: {}",
+                e.message()
+            ));
+            out.action = PlannedAction::Unchanged;
+            out.error = None;
+            return Ok((out.with_evolution(plan), None));
+        }
         Ok((out.with_evolution(plan), error))
     }
 }
@@ -332,21 +346,6 @@ impl PrepareDestination for IcebergPreparer {
     async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
         let (planned, error) = self.plan_with_error(destination, schema).await?;
         if let Some(error) = error {
-            // Under route_to_errors a schema that does not fit is no reason to stop: its
-            // rows become failed records when they are written.
-            let routed = error.kind() == ErrorKind::SchemaIncompatible
-                && self.options.schema_evolution().on_incompatible()
-                    == IncompatibleSchemaHandling::RouteToErrors
-                && planned.evolution.is_some();
-            if routed {
-                let mut done = planned.with_detail(format!(
-                    "rows that do not fit go to failed records: {}",
-                    error.message()
-                ));
-                done.action = PlannedAction::Unchanged;
-                done.error = None;
-                return Ok(done);
-            }
             return Err(error);
         }
         let input = InputSchema::new(Schema::from_arrow(schema)?);
