@@ -4,7 +4,7 @@
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
-use outflow_core::evolution::Verdict;
+use outflow_core::evolution::{EvolutionPlan, Verdict};
 use outflow_core::schema::{InputSchema, Schema};
 use outflow_core::{
     CreateDisposition, DestinationPlan, Error, ErrorKind, IncompatibleSchemaHandling, PlannedAction,
@@ -12,8 +12,9 @@ use outflow_core::{
 };
 use std::sync::Arc;
 
-use crate::admin::{TableInfo, plan_evolution};
+use crate::admin::plan_evolution;
 use crate::request::{align_names, shape_input};
+use crate::schema::TableSchema;
 use crate::schema::types::to_core;
 use crate::sink::Shared;
 use crate::table_ref::TableRef;
@@ -39,14 +40,32 @@ impl std::fmt::Debug for BigQueryPreparer {
 
 /// An input schema from an Arrow schema alone: null counts are unknown, so a column the
 /// input declares nullable may hold nulls.
-fn declared_input(schema: &SchemaRef, table: Option<&TableInfo>, drop_unknown: bool) -> Result<InputSchema> {
+fn declared_input(
+    schema: &SchemaRef,
+    table: Option<&TableSchema>,
+    drop_unknown: bool,
+) -> Result<InputSchema> {
     let empty = RecordBatch::new_empty(schema.clone());
     let mut batch = shape_input(&empty)?;
     if let Some(t) = table {
-        batch = align_names(&batch, &t.schema, drop_unknown)?;
+        batch = align_names(&batch, t, drop_unknown)?;
     }
     let schema = Schema::from_arrow(batch.schema().as_ref())?;
     Ok(InputSchema::new(schema))
+}
+
+/// The columns an unverifiable input leaves in doubt: required in the table, nullable in
+/// the input. Which rows hold nulls only the data says, and the sink checks each batch.
+fn unverifiable_columns(evolution: &EvolutionPlan) -> Vec<&str> {
+    let mut columns: Vec<&str> = evolution
+        .verdicts
+        .iter()
+        .filter(|v| v.verdict == Verdict::Unverifiable)
+        .flat_map(|v| v.reasons.iter().map(|r| r.path.as_str()))
+        .collect();
+    columns.sort_unstable();
+    columns.dedup();
+    columns
 }
 
 impl BigQueryPreparer {
@@ -82,17 +101,19 @@ impl BigQueryPreparer {
         out
     }
 
+    /// What preparing `destination` does (`apply`) or would do, and the error it would
+    /// hit, if any, with its kind.
     async fn plan_or_prepare(
         &self,
         destination: &str,
         schema: &SchemaRef,
         apply: bool,
-    ) -> Result<DestinationPlan> {
+    ) -> Result<(DestinationPlan, Option<Error>)> {
         let shared = &self.shared;
         let o = &shared.options;
         let t = match shared.resolve(destination) {
             Ok(t) => t,
-            Err(e) => return Ok(DestinationPlan::failed(destination, &e)),
+            Err(e) => return Ok((DestinationPlan::failed(destination, &e), Some(e))),
         };
         let name = t.to_string();
         let drop_unknown = o.ignore_unknown_values && !shared.adds_fields();
@@ -102,27 +123,24 @@ impl BigQueryPreparer {
         } else {
             (shared.admin.get(&t).await?, false)
         };
-        let mut plan = match &table {
+        let (current, info) = match &table {
             None if o.create_disposition == CreateDisposition::CreateNever => {
                 let e = Error::not_found("table", &t);
-                return Ok(
-                    DestinationPlan::failed(&name, &e).with_detail("create_disposition is create_never")
-                );
+                let plan =
+                    DestinationPlan::failed(&name, &e).with_detail("create_disposition is create_never");
+                return Ok((plan, Some(e)));
             }
             // Tables are created in an existing dataset, never with one.
             None if !shared.admin.dataset_exists(&t).await? => {
                 let e = Error::not_found("dataset", format!("{}.{}", t.project, t.dataset))
                     .with_context("table", name.clone());
-                return Ok(DestinationPlan::failed(&name, &e));
+                return Ok((DestinationPlan::failed(&name, &e), Some(e)));
             }
+            // Planned against the schema the table would be created with, as a run creates
+            // it and then writes the rows to it.
             None => {
-                let mut plan = DestinationPlan::new(&name, PlannedAction::Create);
-                for d in self.creation_details() {
-                    plan = plan.with_detail(d);
-                }
-                let core = to_core(o.schema.as_ref().expect("checked by build()"));
-                let input = declared_input(schema, None, drop_unknown)?;
-                plan.with_evolution(plan_evolution(Some(&core), &input, &shared.evolution)?)
+                let configured = o.schema.as_ref().expect("checked by build()");
+                (to_core(configured), configured.clone())
             }
             Some(info) => {
                 if !apply
@@ -133,69 +151,91 @@ impl BigQueryPreparer {
                         ErrorKind::Conflict,
                         format!("table {t} holds rows, and write_disposition is empty"),
                     );
-                    return Ok(DestinationPlan::failed(&name, &e));
+                    return Ok((DestinationPlan::failed(&name, &e), Some(e)));
                 }
-                let input = declared_input(schema, Some(info), drop_unknown)?;
-                let evolution = plan_evolution(Some(&info.core), &input, &shared.evolution)?;
-                let compatible = evolution
-                    .verdicts
-                    .iter()
-                    .all(|v| v.verdict != Verdict::Incompatible);
-                let routed = shared
-                    .evolution
-                    .on_incompatible_or(IncompatibleSchemaHandling::RouteToErrors)
-                    == IncompatibleSchemaHandling::RouteToErrors;
-                if !compatible && !routed {
-                    let e = evolution
-                        .rejection_error(&format!("rows for {name} do not fit the table"))
-                        .with_context("table", name.clone());
-                    if apply {
-                        return Err(e);
-                    }
-                    return Ok(DestinationPlan::failed(&name, &e).with_evolution(evolution));
-                }
-                let action = if created {
-                    PlannedAction::Create
-                } else if compatible && evolution.changes_schema() {
-                    PlannedAction::Update
-                } else {
-                    PlannedAction::Unchanged
-                };
-                if apply && compatible && evolution.all_compatible() && evolution.changes_schema() {
-                    let mut prepared = shared.prepared.lock().await;
-                    if let Some(p) = prepared.get_mut(&t) {
-                        p.table = shared.admin.evolve(&p.table, &evolution).await?;
-                        if let Some(staging) = &p.staging {
-                            p.staging = Some(shared.admin.evolve(staging, &evolution).await?);
-                        }
-                    }
-                }
-                let mut plan = DestinationPlan::new(&name, action);
-                if created {
-                    for d in self.creation_details() {
-                        plan = plan.with_detail(d);
-                    }
-                }
-                if !compatible {
-                    plan = plan.with_detail("rows that do not fit the table come back as failed records");
-                }
-                plan.with_evolution(evolution)
+                (info.core.clone(), info.schema.clone())
             }
         };
+        let creates = created || table.is_none();
+        let input = declared_input(schema, Some(&info), drop_unknown)?;
+        let evolution = plan_evolution(Some(&current), &input, &shared.evolution)?;
+        let compatible = evolution
+            .verdicts
+            .iter()
+            .all(|v| v.verdict != Verdict::Incompatible);
+        let routed = shared
+            .evolution
+            .on_incompatible_or(IncompatibleSchemaHandling::RouteToErrors)
+            == IncompatibleSchemaHandling::RouteToErrors;
+        if !compatible && !routed {
+            let e = evolution
+                .rejection_error(&format!("rows for {name} do not fit the table"))
+                .with_context("table", name.clone());
+            if apply {
+                return Err(e);
+            }
+            return Ok((
+                DestinationPlan::failed(&name, &e).with_evolution(evolution),
+                Some(e),
+            ));
+        }
+        let action = if creates {
+            PlannedAction::Create
+        } else if compatible && evolution.changes_schema() {
+            PlannedAction::Update
+        } else {
+            PlannedAction::Unchanged
+        };
+        if apply && compatible && evolution.all_compatible() && evolution.changes_schema() {
+            let mut prepared = shared.prepared.lock().await;
+            if let Some(p) = prepared.get_mut(&t) {
+                p.table = shared.admin.evolve(&p.table, &evolution).await?;
+                if let Some(staging) = &p.staging {
+                    p.staging = Some(shared.admin.evolve(staging, &evolution).await?);
+                }
+            }
+        }
+        let mut plan = DestinationPlan::new(&name, action);
+        if creates {
+            for d in self.creation_details() {
+                plan = plan.with_detail(d);
+            }
+        }
+        if !compatible {
+            plan = plan.with_detail("rows that do not fit the table come back as failed records");
+        }
+        let doubtful = unverifiable_columns(&evolution);
+        if !doubtful.is_empty() {
+            let outcome = if routed {
+                "come back as failed records"
+            } else {
+                "fail the run (on_incompatible is fail)"
+            };
+            plan = plan.with_detail(format!(
+                "rows holding a null in {} (required in the table; relaxation is not allowed) {outcome}",
+                doubtful.join(", ")
+            ));
+        }
+        let mut plan = plan.with_evolution(evolution);
         for d in self.details(&t) {
             plan = plan.with_detail(d);
         }
-        Ok(plan)
+        Ok((plan, None))
     }
 }
 
 #[async_trait]
 impl PrepareDestination for BigQueryPreparer {
     async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        self.plan_or_prepare(destination, schema, false).await
+        Ok(self.plan_or_prepare(destination, schema, false).await?.0)
     }
 
     async fn prepare(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        self.plan_or_prepare(destination, schema, true).await
+        // What would fail fails before anything is created or changed, as `plan` says: a
+        // table is never created for rows that cannot go into it.
+        if let (_, Some(error)) = self.plan_or_prepare(destination, schema, false).await? {
+            return Err(error);
+        }
+        Ok(self.plan_or_prepare(destination, schema, true).await?.0)
     }
 }
