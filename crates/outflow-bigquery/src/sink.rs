@@ -354,9 +354,11 @@ impl BigQuerySink {
             if let Some(name) = resumed.and_then(|r| r.stream.as_ref()) {
                 stream = stream.resume(name.clone(), resumed.map_or(0, |r| r.next_offset));
             }
-            // Rows a previous writer staged are swapped in at the next flush even if this
-            // one adds none.
-            let staged_since_swap = resumed.is_some() && p.staging.is_some();
+            // Under truncate the first flush swaps even if nothing was staged (every row
+            // rejected): the run's rows replace the table's, none included, as `plan` says
+            // and as Iceberg's first commit does. Rows a previous writer staged are swapped
+            // in the same way.
+            let staged_since_swap = p.staging.is_some();
             self.destinations.insert(
                 t.clone(),
                 TableWriter {
@@ -428,6 +430,20 @@ impl Sink for BigQuerySink {
             return Ok(());
         }
         let shared = self.shared.clone();
+        if shared.is_truncate() {
+            // A table prepared for this sink that no row reached is replaced too (emptied).
+            let unwritten: Vec<TableRef> = shared
+                .prepared
+                .lock()
+                .await
+                .keys()
+                .filter(|t| !self.destinations.contains_key(*t))
+                .cloned()
+                .collect();
+            for t in unwritten {
+                self.writer(&t).await?;
+            }
+        }
         for writer in self.destinations.values_mut() {
             writer.flush(&shared).await?;
         }
