@@ -69,6 +69,21 @@ fn a_wrong_type_is_named_with_the_nearest() {
 }
 
 #[test]
+fn a_time_with_a_zone_says_what_to_write_instead() {
+    check(
+        ("in.csv", "id,at\n1,10:00:00+01\n"),
+        "  path: in.csv\n  csv:\n    schema:\n      - {name: id, type: long}\n      - {name: at, type: time with time zone}\n",
+    )
+    .code(2)
+    .stderr(contains("job.yaml: line 6").and(contains(
+        "source.csv.schema[1].type: unsupported type \"time with time zone\": no type here holds a time of day \
+         with its zone offset; did you mean \"time\" (the time of day, zone dropped), \"timestamptz\" (an instant) \
+         or \"string\" (the text as written)?",
+    )))
+    .stderr(contains("unexpected").not());
+}
+
+#[test]
 fn inferred_csv_timestamps_keep_their_zone() {
     check(
         (
