@@ -253,6 +253,7 @@ fn fail_rows(name: &str, original: &Rows, rows: &Rows, refused: Refused, out: &m
     for (position, reason) in refused {
         let index = rows.indices[position];
         out.push(FailedRecord {
+            source: None,
             destination: name.to_string(),
             index: Some(index),
             record: row_to_json(&original.batch, position_of(original, index)),

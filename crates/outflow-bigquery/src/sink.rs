@@ -553,6 +553,7 @@ impl TwoPhaseSink for BigQuerySink {
 
 fn failed_record(destination: &str, rows: &Rows, position: usize, reason: &str) -> FailedRecord {
     FailedRecord {
+        source: None,
         destination: destination.to_string(),
         index: Some(rows.indices[position]),
         record: row_to_json(&rows.batch, position),

@@ -337,6 +337,7 @@ impl Shared {
                     }
                     RowResult::Empty => empty += 1,
                     RowResult::Rejected(reason) => state.result.failed.push(FailedRecord {
+                        source: None,
                         destination: table.clone(),
                         index: Some(index),
                         record: row_to_json(&batch, row),
@@ -473,6 +474,7 @@ fn code_name(code: i32) -> String {
 
 fn failed(table: &str, meta: &EntryMeta, reason: String) -> FailedRecord {
     FailedRecord {
+        source: None,
         destination: table.to_string(),
         index: Some(meta.index),
         record: row_to_json(&meta.source.batch, meta.row),

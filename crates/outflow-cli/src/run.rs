@@ -306,10 +306,15 @@ impl RejectionStream {
     }
 
     /// Writes `records` out (flushed, so the file is current after each batch), counts them
-    /// and keeps the first few.
-    pub(crate) fn take(&mut self, records: Vec<FailedRecord>) -> Result<()> {
+    /// and keeps the first few, each saying where it was read when this side knows.
+    pub(crate) fn take(&mut self, mut records: Vec<FailedRecord>) -> Result<()> {
         if records.is_empty() {
             return Ok(());
+        }
+        if let Some(origins) = &self.origins {
+            for record in records.iter_mut().filter(|r| r.source.is_none()) {
+                record.source = record.index.and_then(|index| origins.source_of(index));
+            }
         }
         if let Some((path, out)) = &mut self.file {
             let io = |e: std::io::Error| {
@@ -320,11 +325,7 @@ impl RejectionStream {
                 .with_context("file", path.display().to_string())
             };
             for record in &records {
-                let source = match (&self.origins, record.index) {
-                    (Some(origins), Some(index)) => origins.source_of(index),
-                    _ => None,
-                };
-                writeln!(out, "{}", record.dead_letter_line_from(source.as_ref())).map_err(io)?;
+                writeln!(out, "{}", record.dead_letter_line()).map_err(io)?;
             }
             out.flush().map_err(io)?;
         }
@@ -663,6 +664,7 @@ mod tests {
             for (row, id) in ids.values().iter().enumerate() {
                 if self.reject.is_some_and(|reject| reject(*id)) {
                     self.failed.push(FailedRecord {
+                        source: None,
                         destination: "db.t".into(),
                         index: Some(self.seen),
                         record: row_to_json(&batch, row),
@@ -979,7 +981,7 @@ mod tests {
                 dead_letter: Some(path.clone()),
                 ..RunOptions::default()
             };
-            run(
+            let report = run(
                 pipeline,
                 &mut sink,
                 &preparer,
@@ -989,6 +991,15 @@ mod tests {
             )
             .await
             .unwrap();
+            // The records the report lists carry the same sources as the file's lines.
+            let listed: Vec<String> = report
+                .result
+                .failed
+                .iter()
+                .map(|r| r.dead_letter_line())
+                .collect();
+            let written = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(listed, written.lines().collect::<Vec<_>>(), "{name}");
             let unit = if name == "parquet" { "row" } else { "line" };
             let found: Vec<(u64, String, u64)> = std::fs::read_to_string(&path)
                 .unwrap()

@@ -152,6 +152,7 @@ impl UnroutedRow {
     /// among all rows given to the sink (the reason names that row).
     pub fn failed_record(&self, destination: &Destination, batch: &RecordBatch, index: u64) -> FailedRecord {
         FailedRecord {
+            source: None,
             destination: destination.to_string(),
             index: Some(index),
             record: row_to_json(batch, self.row as usize),

@@ -33,6 +33,10 @@ pub struct FailedRecord {
     pub record: Option<serde_json::Value>,
     /// Why it failed, naming the field where one is to blame.
     pub reason: String,
+    /// Where the record was read, which only the caller that read the input knows (sinks
+    /// leave it `None`, `outflow run` fills it in); `null` when not known.
+    #[serde(default)]
+    pub source: Option<RecordSource>,
 }
 
 impl FailedRecord {
@@ -40,18 +44,12 @@ impl FailedRecord {
     /// key always present (`null` when the sink did not say), so readers need no schema
     /// inference. `outflow run` and the DataFusion tables write the same lines.
     pub fn dead_letter_line(&self) -> String {
-        self.dead_letter_line_from(None)
-    }
-
-    /// The same line, saying where the record came from in the input (`source`), which
-    /// only the caller that read the input knows; `null` when `source` is `None`.
-    pub fn dead_letter_line_from(&self, source: Option<&RecordSource>) -> String {
         serde_json::json!({
             "destination": self.destination,
             "index": self.index,
             "record": self.record,
             "reason": self.reason,
-            "source": source,
+            "source": self.source,
         })
         .to_string()
     }
@@ -416,6 +414,7 @@ mod tests {
             },
         );
         other.failed.push(FailedRecord {
+            source: None,
             destination: "db.b".into(),
             index: Some(3),
             record: None,
@@ -435,6 +434,7 @@ mod tests {
     #[test]
     fn dead_letter_lines_carry_every_key() {
         let failed = FailedRecord {
+            source: None,
             destination: "db.t".into(),
             index: None,
             record: Some(serde_json::json!({"id": 1})),
@@ -450,6 +450,7 @@ mod tests {
     #[test]
     fn dead_letter_lines_say_where_the_record_came_from() {
         let failed = FailedRecord {
+            source: None,
             destination: "db.t".into(),
             index: Some(4),
             record: None,
@@ -460,7 +461,11 @@ mod tests {
                 file: "in/a.csv".into(),
                 at,
             };
-            serde_json::from_str::<serde_json::Value>(&failed.dead_letter_line_from(Some(&source))).unwrap()
+            let failed = FailedRecord {
+                source: Some(source),
+                ..failed.clone()
+            };
+            serde_json::from_str::<serde_json::Value>(&failed.dead_letter_line()).unwrap()
         };
         assert_eq!(
             line(SourcePosition::Line(7)),

@@ -173,6 +173,7 @@ impl IcebergSink {
                 let reason = plan.rejection_message();
                 for (i, row) in rows.iter().enumerate() {
                     self.result.failed.push(FailedRecord {
+                        source: None,
                         destination: name.to_string(),
                         index: Some(first_row + *row as u64),
                         record: row_to_json(&batch, i),

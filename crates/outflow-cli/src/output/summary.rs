@@ -178,7 +178,7 @@ mod tests {
     use std::path::PathBuf;
 
     use outflow_core::sink::DestinationStats;
-    use outflow_core::{FailedRecord, WriteResult};
+    use outflow_core::{FailedRecord, RecordSource, SourcePosition, WriteResult};
 
     use super::*;
     use crate::run::{DeadLetterReport, Rejections};
@@ -204,6 +204,10 @@ mod tests {
             },
         );
         result.failed.push(FailedRecord {
+            source: Some(RecordSource {
+                file: "in.csv".into(),
+                at: SourcePosition::Line(5),
+            }),
             destination: "db.b".into(),
             index: Some(3),
             record: None,
@@ -258,6 +262,10 @@ mod tests {
         assert_eq!(doc["read"]["rows_out"], 1511);
         assert_eq!(doc["result"]["destinations"]["db.a"]["rows"], 1500);
         assert_eq!(doc["result"]["failed"][0]["reason"], "too big");
+        assert_eq!(
+            doc["result"]["failed"][0]["source"],
+            json!({"file": "in.csv", "line": 5})
+        );
         assert_eq!(doc["rejected"]["count"], 1200);
         assert_eq!(doc["rejected"]["by_destination"]["db.b"], 1200);
         assert_eq!(doc["dead_letter"]["records"], 1200);
