@@ -8,6 +8,7 @@ mod cli;
 mod iceberg;
 mod iceberg_add_files;
 mod pipes;
+mod plan_then_run;
 mod reruns;
 mod strict;
 mod types;
