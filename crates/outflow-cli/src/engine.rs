@@ -173,6 +173,8 @@ pub async fn run(job: &Job, planned: PlannedQuery, file: &JobFile, progress: &Pr
     rejections.take(std::mem::take(&mut result.failed))?;
     let (rejected_records, first, _) = rejections.finish();
     result.failed = first;
+    // DataFusion reads every file; the engine path keeps no record of them.
+    let unrecorded = result.destinations.keys().cloned().collect();
     Ok(RunReport {
         read: ReadStats {
             files: files.len() as u64,
@@ -190,6 +192,7 @@ pub async fn run(job: &Job, planned: PlannedQuery, file: &JobFile, progress: &Pr
         rejected: rejected_records,
         skipped: Vec::new(),
         skipped_rows: 0,
+        unrecorded,
     })
 }
 

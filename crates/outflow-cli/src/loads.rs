@@ -33,6 +33,8 @@ pub(crate) struct Ledgers {
     paths: Vec<String>,
     /// Per destination with a ledger: which source files (by index) it holds.
     held: HashMap<String, Vec<bool>>,
+    /// Destinations whose sink keeps no ledger.
+    unrecorded: BTreeSet<String>,
     skipped: BTreeSet<(usize, String)>,
     skipped_rows: u64,
 }
@@ -45,6 +47,7 @@ impl Ledgers {
             files: files.iter().map(SourceFile::loaded_file).collect(),
             paths: files.iter().map(|f| f.display().to_string()).collect(),
             held: HashMap::new(),
+            unrecorded: BTreeSet::new(),
             skipped: BTreeSet::new(),
             skipped_rows: 0,
         }
@@ -55,9 +58,14 @@ impl Ledgers {
         if self.reload || self.held.contains_key(destination) {
             return Ok(());
         }
-        if let Some(loaded) = preparer.loaded_files(destination).await? {
-            let held = self.files.iter().map(|f| loaded.contains(f)).collect();
-            self.held.insert(destination.to_string(), held);
+        match preparer.loaded_files(destination).await? {
+            Some(loaded) => {
+                let held = self.files.iter().map(|f| loaded.contains(f)).collect();
+                self.held.insert(destination.to_string(), held);
+            }
+            None => {
+                self.unrecorded.insert(destination.to_string());
+            }
         }
         Ok(())
     }
@@ -119,9 +127,9 @@ impl Ledgers {
         Ok((batch, origins.filter(&keep)))
     }
 
-    /// The files skipped, per destination, and the rows dropped from files read for other
-    /// destinations.
-    pub(crate) fn finish(self) -> (Vec<Skipped>, u64) {
+    /// The files skipped, per destination; the rows dropped from files read for other
+    /// destinations; the destinations whose sink keeps no record of what it loaded.
+    pub(crate) fn finish(self) -> (Vec<Skipped>, u64, Vec<String>) {
         let skipped = self
             .skipped
             .into_iter()
@@ -130,7 +138,7 @@ impl Ledgers {
                 destination,
             })
             .collect();
-        (skipped, self.skipped_rows)
+        (skipped, self.skipped_rows, self.unrecorded.into_iter().collect())
     }
 
     /// The files to record as loaded with the run's commits.

@@ -245,6 +245,9 @@ pub struct RunReport {
     /// Rows left out of files that were read for other destinations, because their
     /// destination already held the file (template destinations).
     pub skipped_rows: u64,
+    /// Destinations whose sink keeps no record of the files it loaded, so that running the
+    /// job again loads every file into them again.
+    pub unrecorded: Vec<String>,
 }
 
 /// The dead-letter file after a run.
@@ -459,7 +462,7 @@ pub async fn run(
     rejections.take(std::mem::take(&mut result.failed))?;
     let (rejected, first, dead_letter) = rejections.finish();
     result.failed = first;
-    let (skipped, skipped_rows) = ledgers.finish();
+    let (skipped, skipped_rows, unrecorded) = ledgers.finish();
     Ok(RunReport {
         read,
         prepared,
@@ -469,6 +472,7 @@ pub async fn run(
         dead_letter,
         skipped,
         skipped_rows,
+        unrecorded,
     })
 }
 

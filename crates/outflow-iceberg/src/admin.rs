@@ -360,9 +360,10 @@ impl PrepareDestination for IcebergPreparer {
     }
 
     async fn loaded_files(&self, destination: &str) -> Result<Option<LoadedFiles>> {
-        // A truncate replaces every row, so a run loads all its files whatever was before.
+        // A truncate replaces every row, so a run loads all its files whatever was before
+        // (and records them in place of the earlier ones).
         if self.options.write_disposition() == WriteDisposition::Truncate {
-            return Ok(None);
+            return Ok(Some(LoadedFiles::new()));
         }
         let ident = parse_table_ident(destination)?;
         match self.catalog.load_table(&ident).await? {

@@ -68,6 +68,14 @@ pub fn run_summary(report: &RunReport, style: Style) -> String {
         out.push_str(&style.paint(Paint::Yellow, &line));
         out.push('\n');
     }
+    if !report.unrecorded.is_empty() {
+        out.push('\n');
+        out.push_str(&format!(
+            "Not recorded: {} keep{} no record of the files loaded, so running this job again loads them again\n",
+            report.unrecorded.join(", "),
+            if report.unrecorded.len() == 1 { "s" } else { "" }
+        ));
+    }
     if let Some(dead) = &report.dead_letter
         && dead.records > 0
     {
@@ -169,6 +177,7 @@ pub fn run_document(job: &Path, status: ExitStatus, report: &RunReport) -> Value
             "dead_letter": report.dead_letter,
             "skipped": report.skipped,
             "skipped_rows": report.skipped_rows,
+            "unrecorded": report.unrecorded,
         }),
     )
 }
@@ -233,6 +242,7 @@ mod tests {
             }),
             skipped: Vec::new(),
             skipped_rows: 0,
+            unrecorded: Vec::new(),
         }
     }
 

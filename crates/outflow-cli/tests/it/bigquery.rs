@@ -55,7 +55,9 @@ fn a_job_loads_csv_rows_into_bigquery() {
         .env("OUTFLOW_BIGQUERY_GRPC", &env.grpc)
         .assert()
         .success()
-        .stdout(contains("trips").and(contains("3")));
+        .stdout(contains("trips").and(contains("3")).and(contains(
+            "Not recorded: trips keeps no record of the files loaded, so running this job again loads them again",
+        )));
     let read = env.read_table(&dataset, "trips");
     assert_eq!(names(&read), ["id", "city", "fare"]);
     assert_eq!(ids(&read), [1, 2, 3]);
