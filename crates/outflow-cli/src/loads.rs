@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
-use outflow_core::{Destination, Error, LoadedFile, LoadedFiles, PrepareDestination, Result};
+use outflow_core::{Destination, Error, LoadedFile, PrepareDestination, Result};
 use serde::Serialize;
 
 use crate::source::{RowOrigins, Source, SourceFile};
@@ -73,6 +73,14 @@ impl Ledgers {
     /// Whether `destination` holds source file `file`.
     fn holds(&self, destination: &str, file: usize) -> bool {
         self.held.get(destination).is_some_and(|held| held[file])
+    }
+
+    /// The paths of the source files `destination` holds, as asked ([`Ledgers::ask`]).
+    pub(crate) fn held_paths(&self, destination: &str) -> Vec<&str> {
+        (0..self.files.len())
+            .filter(|&f| self.holds(destination, f))
+            .map(|f| self.paths[f].as_str())
+            .collect()
     }
 
     /// For a run into the one table `table`: leaves the files it holds out of `source`,
@@ -145,12 +153,4 @@ impl Ledgers {
     pub(crate) fn loaded(&self) -> Vec<LoadedFile> {
         self.files.clone()
     }
-}
-
-/// The files of `files` that `loaded` holds.
-pub(crate) fn held_files<'f>(files: &'f [SourceFile], loaded: &LoadedFiles) -> Vec<&'f SourceFile> {
-    files
-        .iter()
-        .filter(|f| loaded.contains(&f.loaded_file()))
-        .collect()
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use iceberg::spec::{
     DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestListWriter,
-    ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpecRef, SchemaRef, Snapshot,
+    ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpecRef, SchemaRef, Snapshot, SnapshotRef,
     SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary,
 };
 use iceberg::table::Table;
@@ -22,7 +22,7 @@ use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
 use crate::client::IcebergCatalog;
 use crate::client::IcebergResultExt;
 use crate::manifest::AppendManifest;
-use crate::manifest::merge::{MergeContext, MergeSettings, merge};
+use crate::manifest::merge::{GroupPlan, MergeContext, MergeSettings, merge};
 use crate::schema::{table_name, to_iceberg_schema};
 
 /// The snapshot summary key that carries Outflow's commit id.
@@ -110,24 +110,25 @@ impl CommitOutcome {
     }
 }
 
+/// The main branch's history, newest first: the current snapshot and its ancestors.
+pub fn main_history(table: &Table) -> impl Iterator<Item = &SnapshotRef> {
+    let metadata = table.metadata();
+    std::iter::successors(metadata.current_snapshot(), |s| {
+        s.parent_snapshot_id().and_then(|id| metadata.snapshot_by_id(id))
+    })
+}
+
 /// The snapshot of the main branch's history that carries `commit_id`, if any.
 pub fn find_commit(table: &Table, commit_id: &str) -> Option<i64> {
-    let metadata = table.metadata();
-    let mut next = metadata.current_snapshot().map(|s| s.snapshot_id());
-    while let Some(id) = next {
-        let snapshot = metadata.snapshot_by_id(id)?;
-        if snapshot
-            .summary()
-            .additional_properties
-            .get(COMMIT_ID_KEY)
-            .map(String::as_str)
-            == Some(commit_id)
-        {
-            return Some(id);
-        }
-        next = snapshot.parent_snapshot_id();
-    }
-    None
+    main_history(table)
+        .find(|s| {
+            s.summary()
+                .additional_properties
+                .get(COMMIT_ID_KEY)
+                .map(String::as_str)
+                == Some(commit_id)
+        })
+        .map(|s| s.snapshot_id())
 }
 
 /// A deterministic commit id for what a commit registers: the same files (paths and row
@@ -374,7 +375,8 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
             snapshot_id,
             path: &mut path,
         };
-        let merged = merge(context, manifests, &settings).await?;
+        let plan = GroupPlan::of(&manifests, spec.spec_id(), &settings);
+        let merged = merge(context, manifests, &plan).await?;
         manifests = merged.manifests;
         written.extend(merged.written);
         for replaced in merged.replaced {

@@ -11,7 +11,7 @@ use iceberg::table::Table;
 use outflow_core::Result;
 use outflow_core::loads::{self, LoadedFiles};
 
-use crate::commit::COMMIT_ID_KEY;
+use crate::commit::{COMMIT_ID_KEY, main_history};
 use crate::schema::table_name;
 
 /// The snapshot summary key holding the files a commit's rows came from.
@@ -19,16 +19,15 @@ pub const LOADED_FILES_KEY: &str = "outflow.loaded-files";
 
 /// The source files `table` holds, by its snapshots' records.
 pub fn loaded_files(table: &Table) -> Result<LoadedFiles> {
-    let metadata = table.metadata();
     let mut held = LoadedFiles::new();
-    let mut next = metadata.current_snapshot().map(|s| s.snapshot_id());
-    while let Some(id) = next {
-        let Some(snapshot) = metadata.snapshot_by_id(id) else {
-            break;
-        };
+    for snapshot in main_history(table) {
         let summary = snapshot.summary();
         if let Some(text) = summary.additional_properties.get(LOADED_FILES_KEY) {
-            let what = format!("snapshot {id} of {}", table_name(table.identifier()));
+            let what = format!(
+                "snapshot {} of {}",
+                snapshot.snapshot_id(),
+                table_name(table.identifier())
+            );
             held.extend(loads::decode(text, &what)?);
         }
         let replaced_all = summary.operation == Operation::Overwrite
@@ -36,7 +35,6 @@ pub fn loaded_files(table: &Table) -> Result<LoadedFiles> {
         if replaced_all {
             break;
         }
-        next = snapshot.parent_snapshot_id();
     }
     Ok(held)
 }

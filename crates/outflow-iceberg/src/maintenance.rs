@@ -10,13 +10,13 @@
 use std::collections::HashMap;
 
 use iceberg::TableIdent;
-use iceberg::spec::{ManifestContentType, ManifestFile, Operation};
+use iceberg::spec::{ManifestFile, Operation};
 use outflow_core::{Error, Result, RetryPolicy};
 use serde::Serialize;
 
 use crate::client::{IcebergCatalog, IcebergResultExt};
 use crate::commit::{NewSnapshot, finish_snapshot, new_snapshot_id};
-use crate::manifest::merge::{MergeContext, MergeSettings, TARGET_SIZE_BYTES, merge, plan};
+use crate::manifest::merge::{GroupPlan, MergeContext, MergeSettings, TARGET_SIZE_BYTES, merge};
 use crate::schema::{parse_table_ident, table_name};
 
 /// What [`rewrite_manifests`] does.
@@ -90,12 +90,6 @@ async fn rewrite_once(
         .into_iter()
         .collect();
     let spec = metadata.default_partition_spec();
-    let lengths: Vec<i64> = manifests
-        .iter()
-        .filter(|m| m.content == ManifestContentType::Data && m.partition_spec_id == spec.spec_id())
-        .map(|m| m.manifest_length)
-        .collect();
-    report.manifests_before = lengths.len();
     let settings = MergeSettings {
         enabled: true,
         min_count: 2,
@@ -107,11 +101,9 @@ async fn rewrite_once(
     if settings.target_bytes <= 0 {
         return Err(Error::invalid_config(TARGET_SIZE_BYTES, "must be more than 0"));
     }
-    let replaced: usize = plan(&lengths, &settings)
-        .iter()
-        .filter(|b| b.merge)
-        .map(|b| b.manifests.len() - 1)
-        .sum();
+    let plan = GroupPlan::of(&manifests, spec.spec_id(), &settings);
+    let replaced = plan.merged_away();
+    report.manifests_before = plan.group.len();
     report.manifests_replaced = replaced;
     report.manifests_after = report.manifests_before - replaced;
     if options.dry_run || replaced == 0 {
@@ -133,7 +125,7 @@ async fn rewrite_once(
         snapshot_id,
         path: &mut path,
     };
-    let merged = merge(context, manifests, &settings).await?;
+    let merged = merge(context, manifests, &plan).await?;
     // The rows do not change: the totals carry over.
     let mut properties: HashMap<String, String> = current
         .summary()

@@ -10,12 +10,11 @@ use super::Reporter;
 use crate::exit::ExitStatus;
 use crate::input::{JobInput, Purpose};
 use crate::job::{Job, JobFile};
-use crate::loads::held_files;
+use crate::loads::Ledgers;
 use crate::output::document::document;
 use crate::output::plan::render_plan;
 use crate::output::progress::Progress;
-use crate::output::{self, Paint, Style, columns};
-use crate::source::SourceFile;
+use crate::output::{self, Paint, Style, columns, some_names};
 
 /// Examples for `outflow plan --help`.
 pub const AFTER_HELP: &str = "\
@@ -104,14 +103,14 @@ async fn plan_job(
     let built = job.sink.relative_to(file.dir()).open().await?;
     let progress = Progress::on_stderr(quiet);
     let names = input.destinations(&built.destination, &progress).await?;
+    // What the run would skip, asked of each destination's ledger as the run asks it.
+    let mut ledgers = Ledgers::new(&files, !skips);
     let mut plans = Vec::with_capacity(names.len());
     for name in names {
         let mut plan = built.preparer.plan(&name, &schema).await?;
-        if skips
-            && plan.action != PlannedAction::Fail
-            && let Some(loaded) = built.preparer.loaded_files(&name).await?
-        {
-            let held = held_files(&files, &loaded);
+        if plan.action != PlannedAction::Fail {
+            ledgers.ask(built.preparer.as_ref(), &name).await?;
+            let held = ledgers.held_paths(&name);
             if !held.is_empty() {
                 plan = plan.with_detail(skip_detail(
                     &held,
@@ -125,25 +124,14 @@ async fn plan_job(
     Ok((columns(&schema), plans))
 }
 
-/// How many files named before "and N more".
-const NAMED_FILES: usize = 5;
-
 /// "skip 2 of 3 source files ...": what the run leaves out of a destination that holds
 /// `held` of the `total` source files.
-fn skip_detail(held: &[&SourceFile], total: usize, fixed: bool) -> String {
-    let mut names: Vec<String> = held
-        .iter()
-        .take(NAMED_FILES)
-        .map(|f| f.display().to_string())
-        .collect();
-    if held.len() > NAMED_FILES {
-        names.push(format!("and {} more", held.len() - NAMED_FILES));
-    }
+fn skip_detail(held: &[&str], total: usize, fixed: bool) -> String {
     let what = if fixed { "skip" } else { "skip the rows for it of" };
     format!(
         "{what} {} of {total} source file{}, loaded by an earlier run: {} (--reload loads them again)",
         held.len(),
         if total == 1 { "" } else { "s" },
-        names.join(", ")
+        some_names(held)
     )
 }

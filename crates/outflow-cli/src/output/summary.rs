@@ -8,7 +8,7 @@ use indicatif::{HumanBytes, HumanCount, HumanDuration};
 use serde_json::{Value, json};
 
 use super::document::document;
-use super::{Paint, Style, table};
+use super::{Paint, Style, some_names, table};
 use crate::exit::ExitStatus;
 use crate::run::{ReadStats, RunReport};
 
@@ -94,9 +94,6 @@ pub fn run_summary(report: &RunReport, style: Style) -> String {
     out
 }
 
-/// How many files listed by name before "and N more".
-const LISTED_FILES: usize = 5;
-
 /// What a rerun left out because the destinations already held it, or `None`.
 fn skipped_line(report: &RunReport) -> Option<String> {
     if report.skipped.is_empty() {
@@ -111,18 +108,11 @@ fn skipped_line(report: &RunReport) -> Option<String> {
     }
     let mut lines = Vec::new();
     for (destination, files) in by_destination {
-        let named: Vec<&str> = files.iter().take(LISTED_FILES).copied().collect();
-        let more = files.len() - named.len();
-        let more = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
         lines.push(format!(
-            "Skipped {} file{} {destination} already holds from an earlier run: {}{more}",
+            "Skipped {} file{} {destination} already holds from an earlier run: {}",
             files.len(),
             if files.len() == 1 { "" } else { "s" },
-            named.join(", "),
+            some_names(&files),
         ));
     }
     if report.skipped_rows > 0 {

@@ -106,6 +106,45 @@ pub fn plan(lengths: &[i64], settings: &MergeSettings) -> Vec<Bin> {
         .collect()
 }
 
+/// How a snapshot's manifests would merge: the group that may (data manifests of one spec,
+/// in the snapshot's order) and its bins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupPlan {
+    /// Positions in the snapshot's manifests of the group's members.
+    pub group: Vec<usize>,
+    /// The group's bins, by position in `group`.
+    pub bins: Vec<Bin>,
+}
+
+impl GroupPlan {
+    /// The plan for `manifests` (the new ones first) of spec `spec_id`, by `settings`;
+    /// nothing merges when merging is off.
+    pub fn of(manifests: &[ManifestFile], spec_id: i32, settings: &MergeSettings) -> GroupPlan {
+        let group: Vec<usize> = (0..manifests.len())
+            .filter(|&i| {
+                let m = &manifests[i];
+                m.content == ManifestContentType::Data && m.partition_spec_id == spec_id
+            })
+            .collect();
+        let bins = if settings.enabled {
+            let lengths: Vec<i64> = group.iter().map(|&i| manifests[i].manifest_length).collect();
+            plan(&lengths, settings)
+        } else {
+            Vec::new()
+        };
+        GroupPlan { group, bins }
+    }
+
+    /// How many manifests merging takes away (a merged bin of n becomes one).
+    pub fn merged_away(&self) -> usize {
+        self.bins
+            .iter()
+            .filter(|b| b.merge)
+            .map(|b| b.manifests.len() - 1)
+            .sum()
+    }
+}
+
 /// What merging did to a snapshot's manifests.
 #[derive(Debug, Default)]
 pub struct Merged {
@@ -134,40 +173,28 @@ pub struct MergeContext<'a> {
     pub path: &'a mut (dyn FnMut() -> String + Send),
 }
 
-/// Merges `manifests` (the new ones first, then those carried over from the parent) by
-/// `settings`; see the module docs. Nothing changes when this writer cannot write the
-/// spec's manifests (see [`AppendManifest::new`]).
+/// Merges `manifests` (the new ones first, then those carried over from the parent) as
+/// `plan` (made of them for the context's spec) says; see the module docs. Nothing changes
+/// when this writer cannot write the spec's manifests (see [`AppendManifest::new`]).
 pub async fn merge(
     context: MergeContext<'_>,
     manifests: Vec<ManifestFile>,
-    settings: &MergeSettings,
+    plan: &GroupPlan,
 ) -> Result<Merged> {
     let unchanged = |manifests| Merged {
         manifests,
         ..Merged::default()
     };
-    let spec_id = context.spec.spec_id();
-    let in_group =
-        |m: &ManifestFile| m.content == ManifestContentType::Data && m.partition_spec_id == spec_id;
-    let group: Vec<usize> = (0..manifests.len())
-        .filter(|&i| in_group(&manifests[i]))
-        .collect();
-    if !settings.enabled || group.len() < 2 {
-        return Ok(unchanged(manifests));
-    }
-    if AppendManifest::new(context.version, context.snapshot_id, context.schema, context.spec)?.is_none() {
-        return Ok(unchanged(manifests));
-    }
-    let lengths: Vec<i64> = group.iter().map(|&i| manifests[i].manifest_length).collect();
-    let bins = plan(&lengths, settings);
-    if bins.iter().all(|b| !b.merge) {
+    if plan.merged_away() == 0
+        || AppendManifest::new(context.version, context.snapshot_id, context.schema, context.spec)?.is_none()
+    {
         return Ok(unchanged(manifests));
     }
     let mut out = Merged::default();
     // Each merged bin takes the place of its first manifest; the others are dropped.
     let mut replacement: HashMap<usize, Option<ManifestFile>> = HashMap::new();
-    for bin in bins.iter().filter(|b| b.merge) {
-        let members: Vec<usize> = bin.manifests.iter().map(|&g| group[g]).collect();
+    for bin in plan.bins.iter().filter(|b| b.merge) {
+        let members: Vec<usize> = bin.manifests.iter().map(|&g| plan.group[g]).collect();
         let mut merged =
             AppendManifest::new(context.version, context.snapshot_id, context.schema, context.spec)?
                 .ok_or_else(|| Error::internal("the manifest writer stopped covering the spec"))?;

@@ -564,52 +564,33 @@ mod tests {
     use super::*;
 
     fn schema() -> Schema {
+        let field = |id, name: &str, ty, required| {
+            let field = if required {
+                NestedField::required(id, name, Type::Primitive(ty))
+            } else {
+                NestedField::optional(id, name, Type::Primitive(ty))
+            };
+            Arc::new(field)
+        };
         Schema::builder()
             .with_schema_id(3)
             .with_fields(vec![
-                Arc::new(NestedField::required(
-                    1,
-                    "id",
-                    Type::Primitive(PrimitiveType::Long),
-                )),
-                Arc::new(NestedField::optional(
-                    2,
-                    "name",
-                    Type::Primitive(PrimitiveType::String),
-                )),
-                Arc::new(NestedField::optional(
-                    3,
-                    "ts",
-                    Type::Primitive(PrimitiveType::Timestamptz),
-                )),
-                Arc::new(NestedField::optional(
-                    4,
-                    "flag",
-                    Type::Primitive(PrimitiveType::Boolean),
-                )),
-                Arc::new(NestedField::optional(
-                    5,
-                    "score",
-                    Type::Primitive(PrimitiveType::Double),
-                )),
-                Arc::new(NestedField::optional(
-                    6,
-                    "day",
-                    Type::Primitive(PrimitiveType::Date),
-                )),
-                Arc::new(NestedField::optional(
-                    7,
-                    "blob",
-                    Type::Primitive(PrimitiveType::Binary),
-                )),
-                Arc::new(NestedField::optional(
+                field(1, "id", PrimitiveType::Long, true),
+                field(2, "name", PrimitiveType::String, false),
+                field(3, "ts", PrimitiveType::Timestamptz, false),
+                field(4, "flag", PrimitiveType::Boolean, false),
+                field(5, "score", PrimitiveType::Double, false),
+                field(6, "day", PrimitiveType::Date, false),
+                field(7, "blob", PrimitiveType::Binary, false),
+                field(
                     8,
                     "amount",
-                    Type::Primitive(PrimitiveType::Decimal {
+                    PrimitiveType::Decimal {
                         precision: 9,
                         scale: 2,
-                    }),
-                )),
+                    },
+                    false,
+                ),
             ])
             .build()
             .unwrap()
