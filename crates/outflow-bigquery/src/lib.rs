@@ -28,6 +28,7 @@ pub mod admin;
 pub mod builder;
 pub mod client;
 pub mod commit;
+pub mod loads;
 pub mod options;
 pub mod request;
 pub mod rows;

@@ -9,7 +9,7 @@
 //!     dataset: analytics
 //!     table: events_{region}          # or a fixed name, dataset.table, project.dataset.table
 //!     write_method: exactly_once      # or at_least_once (the default stream)
-//!     stream_type: committed          # or pending (rows visible at each flush)
+//!     stream_type: pending            # or committed (rows visible as sent); jobs default to pending
 //!     create_disposition: create_if_needed
 //!     write_disposition: append       # or truncate, empty
 //!     schema:
@@ -313,6 +313,17 @@ impl BigQuerySinkOptions {
     /// The stream type of an exactly-once sink (committed unless set).
     pub fn stream_type(&self) -> StreamType {
         self.stream_type.unwrap_or_default()
+    }
+
+    /// The options for a batch load (a job `outflow run` runs): an exactly-once sink whose
+    /// stream type is not set writes pending streams, so each table's rows become visible
+    /// together when the load commits (as Beam's batch pipelines write), and a load that
+    /// stops midway leaves none of them.
+    pub fn for_batch_load(mut self) -> Self {
+        if self.write_method == WriteMethod::ExactlyOnce {
+            self.stream_type.get_or_insert(StreamType::Pending);
+        }
+        self
     }
 
     /// Whether a missing table may be created.

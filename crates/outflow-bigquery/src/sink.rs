@@ -13,6 +13,10 @@
 //! Flushing commits pending streams and, under `truncate`, swaps the staged rows in.
 //! Closing flushes, finalizes committed streams and deletes staging tables.
 //!
+//! Given the files it loads ([`Sink::record_loads`]), the sink keeps the load ledger of
+//! [`crate::loads`]: an intent per table before its rows can become visible, the outcome
+//! after they did.
+//!
 //! Aborting (after a failure or an interruption) commits nothing more: pending streams are
 //! finalized uncommitted, so their rows never become visible; staging tables are deleted;
 //! a table the sink or its preparer created is deleted when none of its rows became
@@ -28,15 +32,16 @@ use async_trait::async_trait;
 use outflow_core::evolution::{EvolutionPlan, SchemaEvolutionConfig};
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
-    Aborted, CreateDisposition, Destination, Error, ErrorKind, FailedRecord, Result, SchemaEvolutionOption,
-    Sink, TwoPhaseSink, WriteDisposition, WriteResult,
+    Aborted, CreateDisposition, Destination, Error, ErrorKind, FailedRecord, LoadedFile, Result,
+    SchemaEvolutionOption, Sink, TwoPhaseSink, WriteDisposition, WriteResult,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::admin::{Admin, BigQueryPreparer, TableInfo};
-use crate::client::{Clients, ResolvedConnection, StorageWrite, process_env};
+use crate::client::{Clients, ResolvedConnection, StorageWrite, StreamCommits, process_env};
 use crate::commit::PendingStream;
+use crate::loads::{Ledger, Load, Visibility};
 use crate::options::{BigQuerySinkOptions, StreamType, WriteMethod};
 use crate::request::{Rows, shape_input};
 use crate::rows::TableRows;
@@ -82,6 +87,11 @@ pub(crate) struct Shared {
     resume: BTreeMap<String, StreamCheckpoint>,
     /// Rows are made visible by a committer (see [`TwoPhaseSink`]), not by this sink.
     two_phase: bool,
+    connection: ResolvedConnection,
+    /// BatchCommit and GetWriteStream, connected when a ledger first asks about streams.
+    commits: tokio::sync::OnceCell<StreamCommits>,
+    /// The load being recorded, once the runner said which files it reads.
+    pub(crate) load: std::sync::Mutex<Option<Arc<Load>>>,
 }
 
 /// A table ready for rows.
@@ -101,7 +111,19 @@ impl Shared {
         )
     }
 
-    fn is_truncate(&self) -> bool {
+    /// The client of stream commits, connecting on first use.
+    pub(crate) async fn commits(&self) -> Result<&StreamCommits> {
+        self.commits
+            .get_or_try_init(|| StreamCommits::connect(&self.connection, self.options.request_timeout))
+            .await
+    }
+
+    /// The load being recorded, if any.
+    pub(crate) fn load(&self) -> Option<Arc<Load>> {
+        self.load.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn is_truncate(&self) -> bool {
         self.options.write_disposition == WriteDisposition::Truncate
     }
 
@@ -134,6 +156,10 @@ impl Shared {
                     .await?;
                 if created {
                     tracing::info!(table = %t, "created table");
+                    // A new table holds no load, whatever the ledger says of an older one.
+                    if self.load().is_some() {
+                        Ledger::of(&self.admin, t).forget(t).await?;
+                    }
                 }
                 (table, created)
             }
@@ -271,6 +297,9 @@ impl BigQuerySink {
             prepared: Mutex::new(HashMap::new()),
             resume: resume.streams.clone(),
             two_phase,
+            connection,
+            commits: tokio::sync::OnceCell::new(),
+            load: std::sync::Mutex::new(None),
             options,
         });
         Ok(BigQuerySink {
@@ -370,6 +399,8 @@ impl BigQuerySink {
                     staged_since_swap,
                     visible: 0,
                     not_visible: 0,
+                    load: self.shared.load(),
+                    intended: false,
                 },
             );
         }
@@ -475,6 +506,14 @@ impl Sink for BigQuerySink {
         std::mem::take(&mut self.result.failed)
     }
 
+    fn record_loads(&mut self, files: Vec<LoadedFile>) {
+        let load = Arc::new(Load::new(files));
+        for writer in self.destinations.values_mut() {
+            writer.load = Some(load.clone());
+        }
+        *self.shared.load.lock().unwrap_or_else(|e| e.into_inner()) = Some(load);
+    }
+
     async fn abort(&mut self) -> Aborted {
         let mut aborted = Aborted::default();
         if self.closed {
@@ -574,6 +613,10 @@ struct TableWriter {
     visible: u64,
     /// Rows acknowledged on a pending stream (or staged) that are not visible yet.
     not_visible: u64,
+    /// The load to record in the ledger at the next flush.
+    load: Option<Arc<Load>>,
+    /// Whether the load's intent is recorded.
+    intended: bool,
 }
 
 impl TableWriter {
@@ -589,6 +632,18 @@ impl TableWriter {
             return Ok(rows.into_failed());
         };
         for request in encoded.requests {
+            if !self.intended
+                && let Some(load) = &self.load
+                && self.staging.is_none()
+                && self.stream.kind() != StreamKind::Pending
+            {
+                // Rows become visible as they are acknowledged: the intent goes first.
+                let t = &self.table.table;
+                Ledger::of(&shared.admin, t)
+                    .intend(t, load, &Visibility::AsSent, false)
+                    .await?;
+                self.intended = true;
+            }
             let appended = rows.append(&mut self.stream, &encoded.schema, request).await?;
             self.stats.rows += appended.rows;
             self.stats.bytes += appended.bytes;
@@ -621,15 +676,32 @@ impl TableWriter {
     }
 
     async fn flush(&mut self, shared: &Shared) -> Result<()> {
+        let t = self.table.table.clone();
+        let ledger = Ledger::of(&shared.admin, &t);
+        if let Some(load) = &self.load
+            && let Some((stream, _)) = self.stream.position()
+            && self.stream.kind() == StreamKind::Pending
+            && self.staging.is_none()
+        {
+            ledger
+                .intend(&t, load, &Visibility::Streams(vec![stream]), false)
+                .await?;
+        }
         let committed = self.stream.commit().await?;
         // Staged rows are committed to the staging table, and visible once swapped in.
         let mut made_visible = committed && self.staging.is_none();
         if let Some(staging) = &self.staging
             && self.staged_since_swap
         {
+            let job = Admin::new_copy_job_id();
+            if let Some(load) = &self.load {
+                ledger
+                    .intend(&t, load, &Visibility::CopyJob(job.clone()), true)
+                    .await?;
+            }
             shared
                 .admin
-                .copy_replace(&staging.table, &self.table.table)
+                .copy_replace(&staging.table, &self.table.table, &job)
                 .await?;
             self.staged_since_swap = false;
             made_visible = true;
@@ -637,6 +709,9 @@ impl TableWriter {
         }
         if made_visible {
             self.visible += std::mem::take(&mut self.not_visible);
+        }
+        if let Some(load) = self.load.take() {
+            ledger.loaded(&t, &load, self.staging.is_some()).await?;
         }
         Ok(())
     }

@@ -25,7 +25,8 @@ use gcloud_sdk::google::bigtable::admin::v2::{
 };
 use gcloud_sdk::tonic::Code;
 use outflow_core::{
-    CreateDisposition, DestinationPlan, Error, ErrorKind, PlannedAction, PrepareDestination, Result,
+    CreateDisposition, DestinationPlan, Error, ErrorKind, LoadedFiles, PlannedAction, PrepareDestination,
+    Result,
 };
 
 use crate::client::{BigtableClient, status_error};
@@ -487,6 +488,15 @@ impl PrepareDestination for BigtablePreparer {
         let (plan, prepared) = self.shared.prepare_once(destination).await?;
         prepared.encoder(schema, &self.shared.settings().mapping, destination)?;
         Ok(plan)
+    }
+
+    async fn loaded_files(&self, destination: &str) -> Result<Option<LoadedFiles>> {
+        let client = self.shared.client().await?;
+        if client.describe_table(destination).await?.is_none() {
+            return Ok(Some(LoadedFiles::new()));
+        }
+        let settled = crate::loads::held(client, destination, &self.shared.load_time).await?;
+        Ok(Some(settled.held))
     }
 }
 

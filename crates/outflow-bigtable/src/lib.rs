@@ -29,6 +29,7 @@ pub mod admin;
 pub mod batch;
 pub mod builder;
 pub mod client;
+pub mod loads;
 pub mod options;
 pub mod read;
 pub mod schema;

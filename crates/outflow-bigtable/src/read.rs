@@ -9,7 +9,8 @@
 
 use gcloud_sdk::google::bigtable::v2::read_rows_response::CellChunk;
 use gcloud_sdk::google::bigtable::v2::read_rows_response::cell_chunk::RowStatus;
-use gcloud_sdk::google::bigtable::v2::{ReadRowsRequest, RowSet};
+use gcloud_sdk::google::bigtable::v2::row_range::{EndKey, StartKey};
+use gcloud_sdk::google::bigtable::v2::{ReadRowsRequest, RowRange, RowSet};
 use outflow_core::{Error, ErrorKind, Result};
 
 use crate::client::{BigtableClient, status_error};
@@ -191,6 +192,34 @@ impl BigtableClient {
         self.read(table, None, 0).await
     }
 
+    /// Reads the rows whose keys start with `prefix` (none when the table does not exist).
+    pub(crate) async fn read_prefix(&self, table: &str, prefix: &[u8]) -> Result<Vec<Row>> {
+        if self.describe_table(table).await?.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut end = prefix.to_vec();
+        // The first key after every key with the prefix; a prefix of 0xff bytes only runs
+        // to the end of the table.
+        let end_key = loop {
+            match end.pop() {
+                Some(0xff) => continue,
+                Some(b) => {
+                    end.push(b + 1);
+                    break Some(EndKey::EndKeyOpen(end));
+                }
+                None => break None,
+            }
+        };
+        let set = RowSet {
+            row_keys: Vec::new(),
+            row_ranges: vec![RowRange {
+                start_key: Some(StartKey::StartKeyClosed(prefix.to_vec())),
+                end_key,
+            }],
+        };
+        self.read_set(table, Some(set), 0).await
+    }
+
     /// Whether `table` holds no row, reading at most one.
     pub(crate) async fn is_empty(&self, table: &str) -> Result<bool> {
         Ok(self.read(table, None, 1).await?.is_empty())
@@ -204,10 +233,18 @@ impl BigtableClient {
         self.read(table, Some(keys.to_vec()), 0).await
     }
 
-    /// ReadRows of the whole table or of `keys`, at most `limit` rows (0: no limit). A read
+    async fn read(&self, table: &str, keys: Option<Vec<Vec<u8>>>, limit: i64) -> Result<Vec<Row>> {
+        let set = keys.map(|row_keys| RowSet {
+            row_keys,
+            row_ranges: Vec::new(),
+        });
+        self.read_set(table, set, limit).await
+    }
+
+    /// ReadRows of the whole table or of the row set, at most `limit` rows (0: no limit). A read
     /// that fails in a way worth retrying starts again from the beginning (under the
     /// client's retry policy, each attempt within the request timeout).
-    async fn read(&self, table: &str, keys: Option<Vec<Vec<u8>>>, limit: i64) -> Result<Vec<Row>> {
+    async fn read_set(&self, table: &str, rows: Option<RowSet>, limit: i64) -> Result<Vec<Row>> {
         let name = self.table_path(table);
         let doing = format!("reading rows of table {name}");
         let endpoint = self.data_endpoint();
@@ -216,10 +253,7 @@ impl BigtableClient {
                 let message = ReadRowsRequest {
                     table_name: name.clone(),
                     app_profile_id: self.connection().app_profile_id().unwrap_or_default().to_string(),
-                    rows: keys.clone().map(|row_keys| RowSet {
-                        row_keys,
-                        row_ranges: Vec::new(),
-                    }),
+                    rows: rows.clone(),
                     rows_limit: limit,
                     ..Default::default()
                 };

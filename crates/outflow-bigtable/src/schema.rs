@@ -642,6 +642,17 @@ impl RowEncoder {
         Ok(self)
     }
 
+    /// Whether cells are at the write time (given to [`RowEncoder::encode`]).
+    pub(crate) fn uses_write_time(&self) -> bool {
+        self.timestamp == TimestampPlan::WriteTime
+    }
+
+    /// Whether encoding the same rows again (at the same write time) gives the same cells:
+    /// not with server-time cells or aggregate (AddToCell) families.
+    pub(crate) fn replays_exactly(&self) -> bool {
+        self.timestamp != TimestampPlan::ServerTime && !self.cells.iter().any(|c| c.aggregate)
+    }
+
     /// Encodes the rows `rows` of `batch`. `now_micros` is the write time (used by
     /// [`CellTimestamp::WriteTime`]); the same value re-encodes the same entries.
     pub(crate) fn encode(

@@ -20,15 +20,18 @@
 //!   still on its way to the table.
 //! - Rows are written at least once; order is kept within a request, not across the
 //!   requests in flight.
+//! - Given the files it loads ([`Sink::record_loads`]), the sink keeps the load ledger of
+//!   [`crate::loads`]: an intent before a table's first row, and that the load was applied
+//!   after the flush; every write-time cell of the load then has one time.
 //! - Aborting (after a failure or an interruption) sends nothing more and waits for the
 //!   requests in flight. Applied rows are visible and stay; a table the sink or its preparer
 //!   created is deleted when no row of it was applied (and a read finds it empty), and the
 //!   abort says how many rows each table it keeps received.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -38,7 +41,8 @@ use gcloud_sdk::tonic::Code;
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
     Aborted, Committer, CreateDisposition, Destination, DestinationPlan, Error, ErrorKind, FailedRecord,
-    PlannedAction, Prepared as PreparedWrite, Result, RetryPolicy, Sink, TwoPhaseSink, WriteResult,
+    LoadedFile, PlannedAction, Prepared as PreparedWrite, Result, RetryPolicy, Sink, TwoPhaseSink,
+    WriteResult,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, OnceCell};
@@ -50,6 +54,7 @@ use crate::client::{
     BigtableClient, BigtableConnection, CallOutcome, EntryStatus, is_retryable_code, is_retryable_status,
     status_error,
 };
+use crate::loads::{Load, LoadTime, now_millis_as_micros};
 use crate::options::{BigtableSinkOptions, TableCreateOptions};
 use crate::schema::{RowEncoder, RowMapping, RowResult};
 
@@ -130,6 +135,8 @@ struct WriteState {
     result: WriteResult,
     /// Rows Bigtable acknowledged, per table.
     applied: HashMap<String, u64>,
+    /// The tables whose intent for the load is in the ledger.
+    intended: BTreeSet<String>,
     next_index: u64,
     closed: bool,
 }
@@ -148,6 +155,10 @@ pub(crate) struct Shared {
     settings: Arc<Settings>,
     client: OnceCell<BigtableClient>,
     prepared: Mutex<HashMap<String, Arc<Prepared>>>,
+    /// The load being recorded, once the runner said which files it reads.
+    load: std::sync::Mutex<Option<Arc<Load>>>,
+    /// The write time of the load's cells.
+    pub(crate) load_time: LoadTime,
 }
 
 impl std::fmt::Debug for BigtableSink {
@@ -168,6 +179,8 @@ impl BigtableSink {
                 settings: Arc::new(settings),
                 client: OnceCell::new(),
                 prepared: Mutex::new(HashMap::new()),
+                load: std::sync::Mutex::new(None),
+                load_time: LoadTime::now(),
             }),
             state: WriteState::default(),
         })
@@ -208,6 +221,10 @@ impl Shared {
             .await
     }
 
+    fn load(&self) -> Option<Arc<Load>> {
+        self.load.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Prepares `table` once; later calls return `Unchanged` with the families known.
     pub(crate) async fn prepare_once(&self, table: &str) -> Result<(DestinationPlan, Arc<Prepared>)> {
         let mut prepared = self.prepared.lock().await;
@@ -222,6 +239,10 @@ impl Shared {
                 self.settings.table_options.as_ref(),
             )
             .await?;
+        if plan.action == PlannedAction::Create && self.load().is_some() {
+            // A new table holds no load, whatever the ledger says of an older one.
+            client.forget_loads(table).await?;
+        }
         let p = Arc::new(Prepared {
             created: plan.action == PlannedAction::Create,
             families,
@@ -281,7 +302,12 @@ impl Shared {
         }
         let base = state.next_index;
         state.next_index += rows as u64;
-        let now_micros = write_time_micros();
+        // A recorded load has one write time, so that it can be written again cell for cell.
+        let load = self.load();
+        let now_micros = match &load {
+            Some(_) => self.load_time.fix(),
+            None => now_millis_as_micros(),
+        };
         let destination = &self.settings.destination;
         let routed = destination.assign(&batch)?;
         for unrouted in &routed.unrouted {
@@ -300,6 +326,19 @@ impl Shared {
             let (_, prepared) = self.prepare_once(&table).await?;
             let encoder = prepared.encoder(&schema, &self.settings.mapping, &table)?;
             plans.push((table, rows, encoder));
+        }
+        if let Some(load) = &load {
+            for (table, _, encoder) in &plans {
+                if state.intended.contains(table) {
+                    continue;
+                }
+                let write_time = encoder.uses_write_time().then_some(now_micros);
+                self.client()
+                    .await?
+                    .record_intent(table, load, write_time, encoder.replays_exactly())
+                    .await?;
+                state.intended.insert(table.clone());
+            }
         }
         let mut first_error = None;
         'tables: for (table, rows, encoder) in plans {
@@ -390,7 +429,17 @@ impl Shared {
                 first_error.get_or_insert(e);
             }
         }
-        first_error.map_or(Ok(()), Err)
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        // Every row of the load is applied: recorded once, at the first flush.
+        let load = self.load.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(load) = load {
+            for table in std::mem::take(&mut state.intended) {
+                self.client().await?.record_loaded(&table, &load).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Sends nothing more, waits for the requests in flight (each ends by its deadline),
@@ -457,15 +506,6 @@ fn absorb(
     );
     result.failed.extend(report.failed);
     Ok(())
-}
-
-/// Now, in microseconds floored to milliseconds (Bigtable's default granularity).
-fn write_time_micros() -> i64 {
-    let micros = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0);
-    micros - micros % 1000
 }
 
 fn code_name(code: i32) -> String {
@@ -656,6 +696,14 @@ impl Sink for BigtableSink {
 
     async fn abort(&mut self) -> Aborted {
         self.shared.abort(&mut self.state).await
+    }
+
+    fn record_loads(&mut self, files: Vec<LoadedFile>) {
+        let load = Load {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            files,
+        };
+        *self.shared.load.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(load));
     }
 }
 
@@ -948,6 +996,6 @@ mod tests {
 
     #[test]
     fn write_time_is_in_whole_milliseconds() {
-        assert_eq!(write_time_micros() % 1000, 0);
+        assert_eq!(now_millis_as_micros() % 1000, 0);
     }
 }

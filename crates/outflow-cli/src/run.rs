@@ -420,6 +420,8 @@ pub async fn run(
     let rejections =
         RejectionStream::open(options.dead_letter.as_deref())?.with_origins(SinkRowOrigins::new(files));
 
+    // Before any row: a sink whose rows are visible as they go records its intent first.
+    sink.record_loads(ledgers.loaded());
     let mut tally = Tally {
         prepared: Vec::new(),
         rejections,
@@ -448,8 +450,6 @@ pub async fn run(
         mut rejections,
         ledgers,
     } = tally;
-    // Recorded with the rows, in the same commits.
-    sink.record_loads(ledgers.loaded());
     progress.stage("flushing");
     if let Err(err) = sink.flush().await {
         return Err(aborted(err, sink).await);

@@ -34,7 +34,7 @@ pub use evolution::{
     EvolutionPlan, EvolutionPlanner, IncompatibleSchemaHandling, SchemaEvolutionConfig,
     SchemaEvolutionOption, UnverifiableFileHandling,
 };
-pub use loads::{LoadedFile, LoadedFiles};
+pub use loads::{LoadOutcome, LoadRecord, LoadedFile, LoadedFiles, Settled};
 pub use retry::{RetryClass, RetryPolicy};
 pub use select::{FieldAccessDescriptor, FlattenPolicy};
 pub use sink::{

@@ -9,6 +9,12 @@
 //! ledger that says exactly what the table holds. The runner asks the ledger before reading
 //! ([`PrepareDestination::loaded_files`](crate::PrepareDestination::loaded_files)) and skips
 //! what is there, per destination.
+//!
+//! A sink whose commit cannot carry the record (BigQuery, Bigtable) keeps a ledger of
+//! [`LoadRecord`]s next to the data instead: an intent before the rows can become visible,
+//! saying how to tell later whether they did, then the outcome. [`settle`] turns the records
+//! into the files held and the loads whose outcome is still open, which the sink then looks
+//! into (a pending stream's commit time, a copy job's state) or refuses to guess about.
 
 use std::collections::HashSet;
 
@@ -77,6 +83,97 @@ pub fn decode(text: &str, what: &str) -> Result<Vec<LoadedFile>> {
         .map_err(|e| Error::invalid_input(format!("{what}: the record of loaded files is not readable: {e}")))
 }
 
+/// How many file names a message lists before "and N more".
+pub const NAMED_FILES: usize = 5;
+
+/// `a.csv, b.csv and 3 more`: the first [`NAMED_FILES`] of `names`, then how many others.
+pub fn some_names<S: AsRef<str>>(names: &[S]) -> String {
+    let named: Vec<&str> = names.iter().take(NAMED_FILES).map(AsRef::as_ref).collect();
+    let mut out = named.join(", ");
+    if names.len() > named.len() {
+        out.push_str(&format!(" and {} more", names.len() - named.len()));
+    }
+    out
+}
+
+/// How a load a ledger recorded ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadOutcome {
+    /// Its rows are in the destination.
+    Loaded,
+    /// None of its rows are (it stopped before they became visible).
+    Abandoned,
+    /// Not known from the ledger alone: the run stopped between its intent and its outcome.
+    Open,
+}
+
+/// One load as a ledger records it, in the order the loads began.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadRecord {
+    /// The run's load id.
+    pub id: String,
+    /// The files it read.
+    pub files: Vec<LoadedFile>,
+    /// Whether its rows replaced the destination's (a truncate): files recorded before it
+    /// are no longer held once it is loaded.
+    pub replaces: bool,
+    /// How it ended.
+    pub outcome: LoadOutcome,
+}
+
+impl LoadRecord {
+    /// The error a rerun gives for this open load when it cannot tell whether its rows are
+    /// in `table`: names the load, its files and `why`.
+    pub fn stopped_error(&self, table: &str, why: &str) -> Error {
+        let paths: Vec<&str> = self.files.iter().map(|f| f.path.as_str()).collect();
+        Error::new(
+            crate::ErrorKind::Conflict,
+            format!(
+                "an earlier run (load {}) stopped while loading {} file{} into {table} ({}): {why}",
+                self.id,
+                paths.len(),
+                if paths.len() == 1 { "" } else { "s" },
+                some_names(&paths),
+            ),
+        )
+        .with_context("table", table.to_string())
+        .with_retryable(false)
+    }
+}
+
+/// What a destination's ledger says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// The files the destination holds.
+    pub held: LoadedFiles,
+    /// The loads whose outcome is open and that read a file not held: a rerun must find
+    /// out whether their rows are there before loading those files again.
+    pub open: Vec<LoadRecord>,
+}
+
+/// The files held and the open loads that matter, from a ledger's records in the order the
+/// loads began. A loaded truncate drops everything recorded before it; an open load whose
+/// every file a later (or earlier) load holds is settled by that load.
+pub fn settle(records: impl IntoIterator<Item = LoadRecord>) -> Settled {
+    let mut held = LoadedFiles::new();
+    let mut open = Vec::new();
+    for record in records {
+        match record.outcome {
+            LoadOutcome::Loaded => {
+                if record.replaces {
+                    held = LoadedFiles::new();
+                    open.clear();
+                }
+                held.extend(record.files);
+            }
+            LoadOutcome::Abandoned => {}
+            LoadOutcome::Open => open.push(record),
+        }
+    }
+    open.retain(|r: &LoadRecord| !r.files.iter().all(|f| held.contains(f)));
+    Settled { held, open }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +211,74 @@ mod tests {
         assert!(held.contains(&file("/a.csv", 1, 10)));
         assert!(!held.contains(&file("/a.csv", 2, 10)));
         assert!(!held.contains(&file("/a.csv", 1, 11)));
+    }
+
+    fn record(id: &str, files: &[LoadedFile], replaces: bool, outcome: LoadOutcome) -> LoadRecord {
+        LoadRecord {
+            id: id.into(),
+            files: files.to_vec(),
+            replaces,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn loaded_records_hold_their_files_and_abandoned_ones_none() {
+        let a = file("/a.csv", 1, 10);
+        let b = file("/b.csv", 2, 20);
+        let settled = settle([
+            record("1", std::slice::from_ref(&a), false, LoadOutcome::Loaded),
+            record("2", std::slice::from_ref(&b), false, LoadOutcome::Abandoned),
+        ]);
+        assert!(settled.held.contains(&a));
+        assert!(!settled.held.contains(&b));
+        assert!(settled.open.is_empty());
+    }
+
+    #[test]
+    fn a_loaded_truncate_drops_what_came_before_it() {
+        let a = file("/a.csv", 1, 10);
+        let b = file("/b.csv", 2, 20);
+        let c = file("/c.csv", 3, 30);
+        let settled = settle([
+            record("1", std::slice::from_ref(&a), false, LoadOutcome::Loaded),
+            record("2", std::slice::from_ref(&c), false, LoadOutcome::Open),
+            record("3", std::slice::from_ref(&b), true, LoadOutcome::Loaded),
+        ]);
+        assert!(!settled.held.contains(&a));
+        assert!(settled.held.contains(&b));
+        assert!(
+            settled.open.is_empty(),
+            "the truncate replaced whatever the open load left"
+        );
+        // An open truncate replaces nothing until it is known to be loaded.
+        let settled = settle([
+            record("1", std::slice::from_ref(&a), false, LoadOutcome::Loaded),
+            record("2", std::slice::from_ref(&b), true, LoadOutcome::Open),
+        ]);
+        assert!(settled.held.contains(&a));
+        assert_eq!(settled.open.len(), 1);
+    }
+
+    #[test]
+    fn an_open_load_matters_only_for_files_no_load_holds() {
+        let a = file("/a.csv", 1, 10);
+        let b = file("/b.csv", 2, 20);
+        // Stopped, then loaded again in full (a reload): settled.
+        let settled = settle([
+            record("1", &[a.clone(), b.clone()], false, LoadOutcome::Open),
+            record("2", &[a.clone(), b.clone()], false, LoadOutcome::Loaded),
+        ]);
+        assert!(settled.open.is_empty());
+        // Stopped, and only one of its files was loaded since.
+        let settled = settle([
+            record("1", &[a.clone(), b.clone()], false, LoadOutcome::Open),
+            record("2", std::slice::from_ref(&a), false, LoadOutcome::Loaded),
+        ]);
+        assert_eq!(
+            settled.open.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["1"]
+        );
     }
 
     #[test]

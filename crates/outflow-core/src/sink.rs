@@ -352,10 +352,13 @@ pub trait Sink: Send {
         Aborted::default()
     }
 
-    /// Records `files` as loaded with each destination's next commit, in the same commit
-    /// as the rows, when the sink keeps a load ledger (see [`crate::loads`]); a sink without
-    /// one ignores them. A commit that replaces a table's rows (truncate) records its files
-    /// in place of the earlier ones.
+    /// Says, before the first write, which source files the rows to come are read from, so
+    /// that a sink keeping a load ledger (see [`crate::loads`]) records them as loaded with
+    /// each destination's next flush, together with the rows; a sink without one ignores
+    /// them. A runner that calls this flushes once, at the end of the load. A sink whose
+    /// rows become visible as they are sent records its intent before the first of them.
+    /// A commit that replaces a table's rows (truncate) records its files in place of the
+    /// earlier ones.
     fn record_loads(&mut self, _files: Vec<LoadedFile>) {}
 }
 

@@ -36,7 +36,7 @@ impl Connector for BigQuerySinkOptions {
     }
 
     async fn open(&self) -> Result<OpenedSink> {
-        let sink = BigQuerySink::connect(self.clone()).await?;
+        let sink = BigQuerySink::connect(self.clone().for_batch_load()).await?;
         Ok(OpenedSink {
             destination: sink.destination().clone(),
             preparer: Arc::new(sink.preparer()),

@@ -92,6 +92,27 @@ impl BigQueryEnv {
         }
     }
 
+    /// Runs one GoogleSQL statement (a query, DML or DDL) with Google's Python client and
+    /// returns its rows (`[{COLUMN: VALUE}, ...]`, none for DML and DDL).
+    pub fn query(&self, sql: &str) -> serde_json::Value {
+        self.call(&["query", "--project", &self.project, "--sql", sql])["rows"].clone()
+    }
+
+    /// The name of a pending stream of `dataset.table` that Google's Python client created
+    /// and finalized without committing it.
+    pub fn uncommitted_stream(&self, dataset: &str, table: &str) -> String {
+        let made = self.call(&[
+            "uncommitted-stream",
+            "--project",
+            &self.project,
+            "--dataset",
+            dataset,
+            "--table",
+            table,
+        ]);
+        made["stream"].as_str().expect("a stream name").to_string()
+    }
+
     /// The tables of `dataset`, sorted, as Google's Python client lists them.
     pub fn tables(&self, dataset: &str) -> Vec<String> {
         let listed = self.call(&["tables", "--project", &self.project, "--dataset", dataset]);

@@ -6,6 +6,7 @@
     bigquery_tool.py poll --project P --sql SQL --out FILE --stop-file F [--max-seconds N]
     bigquery_tool.py tables --project P --dataset D [--endpoint URL]
     bigquery_tool.py create-dataset --project P --dataset D [--endpoint URL]
+    bigquery_tool.py uncommitted-stream --project P --dataset D --table T
     bigquery_tool.py serve   (read, query, tables and create-dataset, one request a line: the
                               arguments separated by tabs; one answer a line,
                               {"ok": true, "doc": ...} or {"ok": false, "error": ...})
@@ -200,6 +201,26 @@ def poll(args) -> None:
             out.flush()
 
 
+def uncommitted_stream(args) -> dict:
+    """Creates a PENDING write stream on the table over the Storage Write API (at
+    $OUTFLOW_BIGQUERY_GRPC) and finalizes it without committing: what a run killed before
+    its commit leaves behind."""
+    import grpc
+    from google.cloud.bigquery_storage_v1 import BigQueryWriteClient, types
+    from google.cloud.bigquery_storage_v1.services.big_query_write.transports import (
+        BigQueryWriteGrpcTransport,
+    )
+
+    target = os.environ["OUTFLOW_BIGQUERY_GRPC"].removeprefix("http://")
+    client = BigQueryWriteClient(transport=BigQueryWriteGrpcTransport(channel=grpc.insecure_channel(target)))
+    parent = f"projects/{args.project}/datasets/{args.dataset}/tables/{args.table}"
+    stream = client.create_write_stream(
+        parent=parent, write_stream=types.WriteStream(type_=types.WriteStream.Type.PENDING)
+    )
+    client.finalize_write_stream(name=stream.name)
+    return {"stream": stream.name}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -227,6 +248,11 @@ def main(argv: list[str] | None = None) -> None:
     d.add_argument("--project", required=True)
     d.add_argument("--dataset", required=True)
     d.add_argument("--endpoint", help="REST endpoint (default: $OUTFLOW_BIGQUERY_REST)")
+    u = sub.add_parser("uncommitted-stream", help="a finalized, uncommitted pending stream")
+    u.add_argument("--project", required=True)
+    u.add_argument("--dataset", required=True)
+    u.add_argument("--table", required=True)
+    u.add_argument("--endpoint", help="ignored (the stream is made over gRPC)")
     args = parser.parse_args(argv)
     if args.command == "read":
         print(canonical(read(args)))
@@ -237,6 +263,8 @@ def main(argv: list[str] | None = None) -> None:
         print(canonical({"tables": sorted(t.table_id for t in tables)}))
     elif args.command == "poll":
         poll(args)
+    elif args.command == "uncommitted-stream":
+        print(canonical(uncommitted_stream(args)))
     elif args.command == "create-dataset":
         client_for(args).create_dataset(args.dataset)
         print(canonical({"dataset": args.dataset}))

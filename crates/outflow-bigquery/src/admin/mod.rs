@@ -116,6 +116,56 @@ pub fn plan_evolution(
     }
 }
 
+/// Where a BigQuery job stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobState {
+    /// BigQuery knows no such job.
+    Unknown,
+    /// Pending or running.
+    Running,
+    /// Done without an error.
+    Succeeded,
+    /// Done with this error.
+    Failed(String),
+}
+
+/// A named query parameter: its name, BigQuery type (`STRING`, `BOOL`, `INT64`) and value.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryParam<'a> {
+    /// The name the statement refers to as `@name`.
+    pub name: &'a str,
+    /// Its type.
+    pub kind: &'a str,
+    /// Its value, as text.
+    pub value: &'a str,
+}
+
+impl QueryParam<'_> {
+    fn to_api(self) -> bq::QueryParameter {
+        bq::QueryParameter::new()
+            .set_name(self.name)
+            .set_parameter_type(bq::QueryParameterType::new().set_type(self.kind))
+            .set_parameter_value(bq::QueryParameterValue::new().set_value(self.value))
+    }
+}
+
+/// One row of a query's answer (`{"f": [{"v": ...}]}`) as its columns' values.
+fn row_values(row: &serde_json::Map<String, serde_json::Value>) -> Vec<Option<String>> {
+    let cells = row
+        .get("f")
+        .and_then(|f| f.as_array())
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    cells
+        .iter()
+        .map(|cell| match cell.get("v") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(other) => Some(other.to_string()),
+        })
+        .collect()
+}
+
 /// Table administration for one sink.
 #[derive(Clone, Debug)]
 pub struct Admin {
@@ -352,18 +402,35 @@ impl Admin {
     pub async fn is_empty(&self, t: &TableRef) -> Result<bool> {
         let what = format!("checking that {t} is empty");
         let sql = format!("SELECT 1 FROM {} LIMIT 1", t.sql());
+        Ok(self.query(&t.project, &what, &sql, &[]).await?.is_empty())
+    }
+
+    /// Runs a GoogleSQL statement in `project` with named parameters, waiting for it and
+    /// reading every page of its result: each row as its columns' values (`None` for NULL).
+    pub async fn query(
+        &self,
+        project: &str,
+        what: &str,
+        sql: &str,
+        params: &[QueryParam<'_>],
+    ) -> Result<Vec<Vec<Option<String>>>> {
+        let timeout_ms = self.timeout.as_millis().min(u32::MAX as u128) as u32;
+        let mut request = bq::QueryRequest::new()
+            .set_query(sql)
+            .set_use_legacy_sql(false)
+            .set_timeout_ms(timeout_ms);
+        if !params.is_empty() {
+            request = request
+                .set_parameter_mode("NAMED")
+                .set_query_parameters(params.iter().copied().map(QueryParam::to_api));
+        }
         let answer = self
-            .call(&what, || async {
+            .call(what, || async {
                 self.clients
                     .jobs
                     .query()
-                    .set_project_id(&t.project)
-                    .set_query_request(
-                        bq::QueryRequest::new()
-                            .set_query(sql.clone())
-                            .set_use_legacy_sql(false)
-                            .set_timeout_ms(self.timeout.as_millis().min(u32::MAX as u128) as u32),
-                    )
+                    .set_project_id(project)
+                    .set_query_request(request.clone())
                     .send()
                     .await
             })
@@ -371,23 +438,64 @@ impl Admin {
         if let Some(e) = answer.errors.first() {
             return Err(Error::new(ErrorKind::Internal, format!("{what}: {}", e.message)));
         }
-        if answer.job_complete == Some(false) {
-            return Err(Error::new(
-                ErrorKind::Transient,
-                format!("{what}: the query did not finish in time"),
-            ));
+        let mut rows = answer.rows.iter().map(row_values).collect::<Vec<_>>();
+        let mut complete = answer.job_complete != Some(false);
+        let mut page_token = answer.page_token;
+        let job = answer.job_reference.unwrap_or_default();
+        let started = Instant::now();
+        // A result too big for one answer (or not ready within the first) is read from the
+        // query's job, page by page.
+        while !complete || !page_token.is_empty() {
+            if started.elapsed() > self.timeout {
+                return Err(Error::new(
+                    ErrorKind::Transient,
+                    format!("{what}: the query did not finish within {:?}", self.timeout),
+                ));
+            }
+            let page = self
+                .call(what, || async {
+                    let mut get = self
+                        .clients
+                        .jobs
+                        .get_query_results()
+                        .set_project_id(project)
+                        .set_job_id(&job.job_id)
+                        .set_timeout_ms(timeout_ms);
+                    if !job.location.as_deref().unwrap_or_default().is_empty() {
+                        get = get.set_location(job.location.clone().unwrap_or_default());
+                    }
+                    if !page_token.is_empty() {
+                        get = get.set_page_token(&page_token);
+                    }
+                    get.send().await
+                })
+                .await?;
+            if let Some(e) = page.errors.first() {
+                return Err(Error::new(ErrorKind::Internal, format!("{what}: {}", e.message)));
+            }
+            complete = page.job_complete != Some(false);
+            if complete {
+                rows.extend(page.rows.iter().map(row_values));
+                page_token = page.page_token;
+            }
         }
-        Ok(answer.rows.is_empty())
+        Ok(rows)
     }
 
-    /// Replaces `to`'s rows with `from`'s in one copy job (`WRITE_TRUNCATE`), waiting for it.
-    pub async fn copy_replace(&self, from: &TableRef, to: &TableRef) -> Result<()> {
-        let job_id = format!("outflow_copy_{}", uuid::Uuid::new_v4().simple());
+    /// A new id for the copy job of [`Admin::copy_replace`], chosen before the job starts so
+    /// that a ledger can record it first.
+    pub fn new_copy_job_id() -> String {
+        format!("outflow_copy_{}", uuid::Uuid::new_v4().simple())
+    }
+
+    /// Replaces `to`'s rows with `from`'s in one copy job (`WRITE_TRUNCATE`) with id
+    /// `job_id`, waiting for it.
+    pub async fn copy_replace(&self, from: &TableRef, to: &TableRef, job_id: &str) -> Result<()> {
         let job = bq::Job::new()
             .set_job_reference(
                 bq::JobReference::new()
                     .set_project_id(&to.project)
-                    .set_job_id(&job_id),
+                    .set_job_id(job_id),
             )
             .set_configuration(
                 bq::JobConfiguration::new().set_copy(
@@ -422,36 +530,24 @@ impl Admin {
         let started = Instant::now();
         let mut wait = Duration::from_millis(100);
         loop {
-            let job = self
-                .call(&what, || async {
-                    let mut get = self
-                        .clients
-                        .jobs
-                        .get_job()
-                        .set_project_id(&to.project)
-                        .set_job_id(&job_id);
-                    if !location.is_empty() {
-                        get = get.set_location(&location);
-                    }
-                    get.send().await
-                })
-                .await?;
-            if location.is_empty()
-                && let Some(l) = job.job_reference.as_ref().and_then(|r| r.location.clone())
-            {
-                location = l;
+            let (state, found_in) = self.job_state(&to.project, job_id, &location).await?;
+            if location.is_empty() {
+                location = found_in;
             }
-            let status = job.status.unwrap_or_default();
-            if status.state == "DONE" {
-                return match status.error_result {
-                    None => Ok(()),
-                    Some(e) => Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("{what} failed: {} ({})", e.message, e.reason),
-                    )
-                    .with_context("table", to.to_string())
-                    .with_retryable(false)),
-                };
+            match state {
+                JobState::Succeeded => return Ok(()),
+                JobState::Failed(why) => {
+                    return Err(Error::new(ErrorKind::Conflict, format!("{what} failed: {why}"))
+                        .with_context("table", to.to_string())
+                        .with_retryable(false));
+                }
+                JobState::Unknown => {
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!("{what}: BigQuery knows no job {job_id} after starting it"),
+                    ));
+                }
+                JobState::Running => {}
             }
             if started.elapsed() > JOB_DEADLINE {
                 return Err(Error::new(
@@ -463,6 +559,43 @@ impl Admin {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(5));
         }
+    }
+
+    /// Where job `job_id` of `project` stands (looked up in `location` when known), and the
+    /// location BigQuery says it runs in.
+    pub async fn job_state(&self, project: &str, job_id: &str, location: &str) -> Result<(JobState, String)> {
+        let what = format!("jobs.get {job_id}");
+        let got = self
+            .call(&what, || async {
+                let mut get = self
+                    .clients
+                    .jobs
+                    .get_job()
+                    .set_project_id(project)
+                    .set_job_id(job_id);
+                if !location.is_empty() {
+                    get = get.set_location(location);
+                }
+                get.send().await
+            })
+            .await;
+        let job = match got {
+            Ok(job) => job,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((JobState::Unknown, String::new())),
+            Err(e) => return Err(e),
+        };
+        let found_in = job
+            .job_reference
+            .as_ref()
+            .and_then(|r| r.location.clone())
+            .unwrap_or_default();
+        let status = job.status.unwrap_or_default();
+        let state = match (status.state.as_str(), status.error_result) {
+            ("DONE", None) => JobState::Succeeded,
+            ("DONE", Some(e)) => JobState::Failed(format!("{} ({})", e.message, e.reason)),
+            _ => JobState::Running,
+        };
+        Ok((state, found_in))
     }
 
     /// Deletes the table; a table already gone is fine.

@@ -7,12 +7,13 @@ use async_trait::async_trait;
 use outflow_core::evolution::{EvolutionPlan, Verdict};
 use outflow_core::schema::{InputSchema, Schema};
 use outflow_core::{
-    CreateDisposition, DestinationPlan, Error, ErrorKind, IncompatibleSchemaHandling, PlannedAction,
-    PrepareDestination, Result, WriteDisposition,
+    CreateDisposition, DestinationPlan, Error, ErrorKind, IncompatibleSchemaHandling, LoadedFiles,
+    PlannedAction, PrepareDestination, Result, WriteDisposition,
 };
 use std::sync::Arc;
 
 use crate::admin::plan_evolution;
+use crate::loads::Ledger;
 use crate::request::{align_names, shape_input};
 use crate::schema::TableSchema;
 use crate::schema::types::to_core;
@@ -237,5 +238,23 @@ impl PrepareDestination for BigQueryPreparer {
             return Err(error);
         }
         Ok(self.plan_or_prepare(destination, schema, true).await?.0)
+    }
+
+    async fn loaded_files(&self, destination: &str) -> Result<Option<LoadedFiles>> {
+        let shared = &self.shared;
+        // A truncate replaces every row, so a run loads all its files whatever was before
+        // (and records them in place of the earlier ones).
+        if shared.is_truncate() {
+            return Ok(Some(LoadedFiles::new()));
+        }
+        // A name that is no table fails where rows are routed, with the rows named.
+        let Ok(t) = shared.resolve(destination) else {
+            return Ok(Some(LoadedFiles::new()));
+        };
+        if shared.admin.get(&t).await?.is_none() {
+            return Ok(Some(LoadedFiles::new()));
+        }
+        let settled = Ledger::of(&shared.admin, &t).held(&t, shared).await?;
+        Ok(Some(settled.held))
     }
 }

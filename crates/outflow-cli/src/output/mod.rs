@@ -120,18 +120,7 @@ pub fn eprintln(text: impl Display) {
 /// How much of an input an error quotes: at most this many characters of its first line.
 pub const EXCERPT_CHARS: usize = 60;
 
-/// How many file names a message lists before "and N more".
-pub const NAMED_FILES: usize = 5;
-
-/// `a.csv, b.csv and 3 more`: the first [`NAMED_FILES`] of `names`, then how many others.
-pub fn some_names<S: AsRef<str>>(names: &[S]) -> String {
-    let named: Vec<&str> = names.iter().take(NAMED_FILES).map(AsRef::as_ref).collect();
-    let mut out = named.join(", ");
-    if names.len() > named.len() {
-        out.push_str(&format!(" and {} more", names.len() - named.len()));
-    }
-    out
-}
+pub use outflow_core::loads::{NAMED_FILES, some_names};
 
 /// `text` as an error quotes it: its first line, cut to [`EXCERPT_CHARS`], ending in `...`
 /// when anything was left out, so a whole file or a huge value never fills the terminal.

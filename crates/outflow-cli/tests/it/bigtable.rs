@@ -45,11 +45,17 @@ fn a_job_loads_csv_rows_into_bigtable() {
     assert_eq!(rows.len(), 2);
     let city = &rows[0]["cells"]["info"]["city"][0]["value_hex"];
     assert_eq!(city, &serde_json::json!(hex("Lisbon")));
-    // A second run adds to the sum family: 3 + 3.
+    // A second run skips the file the table holds; one told to load it again adds to the
+    // sum family: 3 + 3.
     outflow()
         .arg("run")
         .arg(dir.path().join("job.yaml"))
-        .arg("--quiet")
+        .assert()
+        .success()
+        .stdout(contains("Skipped 1 file"));
+    outflow()
+        .args(["run", "--reload", "--quiet"])
+        .arg(dir.path().join("job.yaml"))
         .assert()
         .success();
     let read = python_read(&host, PROJECT, INSTANCE, &table);
@@ -284,4 +290,170 @@ fn ctrl_c_leaves_exactly_the_rows_the_error_says_bigtable_applied() {
         .unwrap_or_else(|| panic!("no count of the rows kept: {stderr}"));
     assert!(said > 0 && said < 1_000_000, "{stderr}");
     assert_eq!(count(), said, "{stderr}");
+}
+
+/// A job reading `in/*.csv` (`id`, `city`) into `table`, family `info`, with more sink
+/// `options`.
+fn parts_job(dir: &std::path::Path, host: &str, table: &str, options: &str) -> std::path::PathBuf {
+    let job = dir.join(format!("{table}.yaml"));
+    std::fs::write(
+        &job,
+        format!(
+            "source:\n  path: in/*.csv\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}}, {{name: rides, type: long}} ] }}\n\
+             sink:\n  bigtable:\n    project: {PROJECT}\n    instance: {INSTANCE}\n    table: {table}\n\
+             \x20   endpoint: {host}\n\
+             \x20   table_options: {{ column_families: [ {{name: info}}, {{name: stats, type: {{aggregate: sum}}}} ] }}\n\
+             \x20   row_key: {{ fields: [id] }}\n{options}"
+        ),
+    )
+    .unwrap();
+    job
+}
+
+const INFO_ONLY: &str = "    columns: { explicit: [ {field: city, family: info} ] }\n";
+
+/// Per row key, the timestamps of its `info:city` versions, as Google's Python client reads
+/// them.
+fn city_versions(host: &str, table: &str) -> std::collections::BTreeMap<String, Vec<i64>> {
+    let read = python_read(host, PROJECT, INSTANCE, table);
+    read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let versions = row["cells"]["info"]["city"]
+                .as_array()
+                .map(|cells| cells.iter().map(|c| c["ts"].as_i64().unwrap()).collect())
+                .unwrap_or_default();
+            (row["key"].as_str().unwrap().to_string(), versions)
+        })
+        .collect()
+}
+
+/// Reruns load only new files: `_outflow_loads` in the instance records which files each
+/// table holds. A load's cells all have one write time.
+#[test]
+fn a_rerun_into_bigtable_loads_only_the_new_files() {
+    let host = emulator_host();
+    let table = unique_name("reruns");
+    let dir = tempfile::tempdir().unwrap();
+    crate::city_part(dir.path(), "a", 0..3);
+    crate::city_part(dir.path(), "b", 3..5);
+    let job = parts_job(dir.path(), &host, &table, INFO_ONLY);
+    outflow().arg("run").arg(&job).assert().success();
+    let first = city_versions(&host, &table);
+    assert_eq!(first.len(), 5);
+    let times: std::collections::BTreeSet<i64> = first.values().flatten().copied().collect();
+    assert_eq!(times.len(), 1, "one write time for the load: {first:?}");
+
+    outflow()
+        .arg("run")
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(contains(format!(
+            "Skipped 2 files {table} already holds from an earlier run"
+        )));
+    assert_eq!(city_versions(&host, &table), first);
+
+    crate::city_part(dir.path(), "c", 5..6);
+    outflow().arg("run").arg(&job).assert().success();
+    let after = city_versions(&host, &table);
+    assert_eq!(after.len(), 6);
+    assert!(after.values().all(|v| v.len() == 1), "{after:?}");
+}
+
+/// `outflow run` killed (SIGKILL) at moments spread over a run, each time run again to
+/// the end: the killed run's write time is reused, so each cell has one version.
+#[test]
+fn a_bigtable_run_killed_at_any_moment_and_run_again_writes_each_cell_once() {
+    let host = emulator_host();
+    let dir = tempfile::tempdir().unwrap();
+    for f in 0..4 {
+        crate::city_part(dir.path(), &format!("p{f}"), f * 6000..(f + 1) * 6000);
+    }
+    let prefix = unique_name("killed");
+    let kills = crate::killed_then_run_again(
+        std::time::Duration::from_millis(40),
+        |round| {
+            parts_job(
+                dir.path(),
+                &host,
+                &format!("{prefix}_{round}"),
+                &format!("{INFO_ONLY}    batching: {{ max_entries: 500 }}\n"),
+            )
+        },
+        |round| {
+            let versions = city_versions(&host, &format!("{prefix}_{round}"));
+            assert_eq!(versions.len(), 24_000, "round {round}");
+            let doubled: Vec<_> = versions.iter().filter(|(_, v)| v.len() != 1).take(3).collect();
+            assert!(doubled.is_empty(), "round {round}: {doubled:?}");
+        },
+    );
+    assert!(kills >= 2, "killed {kills} times");
+}
+
+/// A stopped load into an aggregate family cannot be written again without counting twice:
+/// the rerun refuses, naming the file, until told to load it again.
+#[test]
+fn a_rerun_refuses_to_count_a_stopped_aggregate_load_twice() {
+    let host = emulator_host();
+    let table = unique_name("counted");
+    let dir = tempfile::tempdir().unwrap();
+    crate::city_part(dir.path(), "a", 0..3);
+    let job = parts_job(
+        dir.path(),
+        &host,
+        &table,
+        "    columns: { explicit: [ {field: city, family: info}, {field: rides, family: stats} ] }\n",
+    );
+    outflow().arg("run").arg(&job).assert().success();
+    // What a kill after the rows and before the record leaves: the load is open.
+    let ledger = cbt(
+        &host,
+        PROJECT,
+        INSTANCE,
+        &["read", "_outflow_loads", &format!("prefix={table}#")],
+    );
+    let key = ledger
+        .lines()
+        .find(|l| l.starts_with(&format!("{table}#")))
+        .unwrap_or_else(|| panic!("no ledger row for {table}: {ledger}"))
+        .trim()
+        .to_string();
+    cbt(
+        &host,
+        PROJECT,
+        INSTANCE,
+        &["deletecolumn", "_outflow_loads", &key, "loads", "loaded"],
+    );
+
+    let refused = outflow().arg("run").arg(&job).assert().failure();
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).to_string();
+    assert!(stderr.contains("stopped while loading 1 file into"), "{stderr}");
+    assert!(
+        stderr.contains("a.csv") && stderr.contains("aggregate"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--reload"), "{stderr}");
+    outflow().arg("plan").arg(&job).assert().failure();
+    let rides = |read: &serde_json::Value| -> i64 {
+        let hex = read["rows"][0]["cells"]["stats"]["rides"][0]["value_hex"]
+            .as_str()
+            .unwrap();
+        i64::from_str_radix(hex, 16).unwrap()
+    };
+    assert_eq!(rides(&python_read(&host, PROJECT, INSTANCE, &table)), 1);
+    outflow()
+        .args(["run", "--reload", "--quiet"])
+        .arg(&job)
+        .assert()
+        .success();
+    assert_eq!(rides(&python_read(&host, PROJECT, INSTANCE, &table)), 2);
+    outflow()
+        .arg("run")
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(contains("Skipped 1 file"));
 }

@@ -76,6 +76,63 @@ fn interrupted_run(
     (status.code(), stderr)
 }
 
+/// Runs each round's job (`job(round)`) killed (SIGKILL, no cleanup) after a delay that
+/// grows by 1.6 each round from `first_delay`, then runs it again to the end twice (the
+/// second has nothing new) and calls `check(round)`. Stops after the first round whose
+/// first run finished before its kill; returns how many runs were killed.
+fn killed_then_run_again(
+    first_delay: std::time::Duration,
+    mut job: impl FnMut(u32) -> std::path::PathBuf,
+    mut check: impl FnMut(u32),
+) -> u32 {
+    use std::time::Instant;
+    let mut delay = first_delay;
+    for round in 0.. {
+        let job = job(round);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_outflow"))
+            .args(["run", "--quiet"])
+            .arg(&job)
+            .env_remove("OUTFLOW_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let finished = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.success(), "round {round}: the first run failed");
+                break true;
+            }
+            if started.elapsed() >= delay {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
+        for _ in 0..2 {
+            outflow().args(["run", "--quiet"]).arg(&job).assert().success();
+        }
+        check(round);
+        if finished {
+            // Every round before this one was killed.
+            return round;
+        }
+        delay = delay.mul_f64(1.6);
+    }
+    unreachable!("the rounds end when a run finishes")
+}
+
+/// Writes `in/{name}.csv` in `dir`, header `id,city,rides`, a row per id, for jobs reading
+/// `in/*.csv`.
+fn city_part(dir: &std::path::Path, name: &str, ids: std::ops::Range<i64>) {
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    let csv: String = std::iter::once("id,city,rides\n".to_string())
+        .chain(ids.map(|i| format!("{i},city {i},1\n")))
+        .collect();
+    std::fs::write(dir.join(format!("in/{name}.csv")), csv).unwrap();
+}
+
 /// Writes `in.csv` in `dir`: a header `id,city` and a row per id, then, with `bad_line`, a
 /// line whose id is not a number.
 fn city_csv(dir: &std::path::Path, ids: std::ops::Range<u64>, bad_line: bool) {

@@ -4,8 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use outflow_testkit::iceberg::{TestCatalog, rows};
 use predicates::prelude::*;
@@ -279,58 +278,26 @@ fn a_run_killed_at_any_moment_and_run_again_loads_each_row_once() {
         }
         write(dir.path(), &format!("in/part-{f:02}.csv"), &text);
     }
-    let bin = assert_cmd::cargo::cargo_bin!("outflow");
-    let mut kills = 0;
-    let mut delay = Duration::from_millis(30);
-    for round in 0.. {
-        let table = format!("db.round_{round}");
-        let job = job(dir.path(), &format!("job-{round}.yaml"), "in/*.csv", &table, "");
-        // A first run, killed after `delay`; a longer delay each round, until the run
-        // finishes before the kill.
-        let mut child = std::process::Command::new(bin)
-            .args(["run", "--quiet"])
-            .arg(&job)
-            .env_remove("OUTFLOW_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        let finished = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                assert!(status.success(), "round {round}: the first run failed");
-                break true;
-            }
-            if started.elapsed() >= delay {
-                child.kill().unwrap();
-                child.wait().unwrap();
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        };
-        // Run again, to the end (twice: the second has nothing new).
-        for _ in 0..2 {
-            outflow().args(["run", "--quiet"]).arg(&job).assert().success();
-        }
-        let counts = catalog(dir.path()).column_stats(&table, "id");
-        assert_eq!(
-            counts["rows"],
-            FILES * ROWS,
-            "round {round}, killed after {delay:?}: {counts}"
-        );
-        assert_eq!(
-            counts["distinct"],
-            FILES * ROWS,
-            "round {round}, killed after {delay:?}: {counts}"
-        );
-        if finished {
-            break;
-        }
-        kills += 1;
-        delay = delay.mul_f64(1.6);
-    }
+    let kills = crate::killed_then_run_again(
+        Duration::from_millis(30),
+        |round| {
+            job(
+                dir.path(),
+                &format!("job-{round}.yaml"),
+                "in/*.csv",
+                &format!("db.round_{round}"),
+                "",
+            )
+        },
+        |round| {
+            let counts = catalog(dir.path()).column_stats(&format!("db.round_{round}"), "id");
+            assert_eq!(counts["rows"], FILES * ROWS, "round {round}: {counts}");
+            assert_eq!(counts["distinct"], FILES * ROWS, "round {round}: {counts}");
+        },
+    );
     assert!(
         kills >= 3,
         "the runs were killed {kills} times; the test needs a few kills to mean anything"
     );
 }
+
