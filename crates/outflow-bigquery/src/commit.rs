@@ -13,11 +13,14 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use outflow_core::{Committer, Error, ErrorKind, Result, RetryPolicy, WriteResult};
+use outflow_core::{Committer, Error, ErrorKind, LoadedFile, Result, RetryPolicy, WriteResult};
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ResolvedConnection, StreamCommits, process_env};
+use crate::admin::Admin;
+use crate::client::{Clients, ResolvedConnection, StreamCommits, process_env};
+use crate::loads::{Ledger, Load, Visibility};
 use crate::options::BigQuerySinkOptions;
+use crate::table_ref::TableRef;
 
 /// One writer's finalized pending stream of one table.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +46,8 @@ impl PendingStream {
 pub struct BigQueryCommitter {
     commits: StreamCommits,
     retry: RetryPolicy,
+    /// For the load ledger.
+    admin: Admin,
 }
 
 impl BigQueryCommitter {
@@ -52,6 +57,11 @@ impl BigQueryCommitter {
         Ok(BigQueryCommitter {
             commits: StreamCommits::connect(&connection, options.request_timeout()).await?,
             retry: options.retry().clone(),
+            admin: Admin::new(
+                Clients::connect(&connection).await?,
+                options.retry().clone(),
+                options.request_timeout(),
+            ),
         })
     }
 
@@ -105,6 +115,27 @@ impl Committer for BigQueryCommitter {
     type Committable = PendingStream;
 
     async fn commit(&self, committables: Vec<PendingStream>) -> Result<WriteResult> {
+        self.commit_recording(committables, None).await
+    }
+
+    /// Records the files in the tables' load ledger: an intent with the streams before each
+    /// table's commit, the outcome after, as the sink does.
+    async fn commit_loaded(
+        &self,
+        committables: Vec<PendingStream>,
+        files: &[LoadedFile],
+    ) -> Result<WriteResult> {
+        self.commit_recording(committables, Some(Load::new(files.to_vec())))
+            .await
+    }
+}
+
+impl BigQueryCommitter {
+    async fn commit_recording(
+        &self,
+        committables: Vec<PendingStream>,
+        load: Option<Load>,
+    ) -> Result<WriteResult> {
         let mut by_table: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
         for pending in &committables {
             by_table
@@ -116,8 +147,23 @@ impl Committer for BigQueryCommitter {
         for ((table, parent), mut streams) in by_table {
             streams.sort();
             streams.dedup();
+            let recorded = match &load {
+                Some(load) => {
+                    let t = TableRef::parse(table, None, None)?;
+                    let ledger = Ledger::of(&self.admin, &t);
+                    ledger
+                        .intend(&t, load, &Visibility::Streams(streams.clone()), false)
+                        .await?;
+                    Some((t, ledger, load))
+                }
+                None => None,
+            };
+            let committed = self.commit_table(table, parent, &streams).await?;
+            if let Some((t, ledger, load)) = recorded {
+                ledger.loaded(&t, load, false).await?;
+            }
             let stats = result.destinations.entry(table.to_string()).or_default();
-            if self.commit_table(table, parent, &streams).await? {
+            if committed {
                 stats.commits += 1;
             }
         }

@@ -2,6 +2,13 @@
 //! the table `source`, the job's SQL over it, and one `INSERT` into the sink as a
 //! spec-built [`SinkTable`]: a writer per partition, one commit. On this machine, or on a
 //! Ballista cluster when the job names a scheduler.
+//!
+//! A rerun loads each file once, as the runner's do (see [`crate::loads`]), when the job
+//! writes one table through a sink whose commit records a statement's files (Iceberg,
+//! BigQuery): a table holding every file runs nothing; one holding some has them left out
+//! of the `source` table, when the query reads row by row (projections and filters), since
+//! a query that combines rows across files (aggregates, joins, windows, limits) would give
+//! other rows over the new files alone, and then the run stops and says so.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -11,6 +18,7 @@ use std::time::Instant;
 use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::TableProvider;
+use datafusion::common::tree_node::TreeNode;
 use datafusion::dataframe::{DataFrame, DataFrameWriteOptions};
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::csv::CsvFormat;
@@ -18,13 +26,17 @@ use datafusion::datasource::file_format::json::JsonFormat;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::DataFusionError;
+use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::StreamExt;
-use outflow_core::{Error, ErrorKind, FailedRecord, Result, WriteResult};
+use outflow_core::{Error, ErrorKind, FailedRecord, LoadedFile, PrepareDestination, Result, WriteResult};
 use outflow_datafusion::SinkTable;
+use outflow_sinks::OpenedSink;
 
 use crate::job::{EngineSpec, Format, Job, JobFile, SourceSpec};
+use crate::loads::{Ledgers, Skipped};
 use crate::output::progress::Progress;
+use crate::output::some_names;
 use crate::run::{DeadLetterReport, ReadStats, RejectionStream, RunReport, create_dead_letter};
 use crate::source::{SourceFile, resolve};
 
@@ -114,25 +126,219 @@ pub async fn plan(job: &Job, engine: &EngineSpec, file: &JobFile, local: bool) -
     } else {
         context(engine, job.source.batch_size).await?
     };
-    let source_schema = register_source(&ctx, &files, format, &job.source).await?;
-    let query = ctx
-        .sql(engine.query())
-        .await
-        .map_err(|e| engine_error("engine.sql", e))?;
-    let schema = query.schema().inner().clone();
-    Ok(PlannedQuery {
-        ctx,
-        query,
-        files,
-        format,
-        source_schema,
-        schema,
-    })
+    PlannedQuery::over(ctx, files, format, job, engine).await
 }
 
-/// Runs `job`'s planned query as one statement; see the module docs.
-pub async fn run(job: &Job, planned: PlannedQuery, file: &JobFile, progress: &Progress) -> Result<RunReport> {
+/// What a statement loads into a table that records its files, as its ledger says.
+#[derive(Debug)]
+pub struct StatementLoads {
+    /// The table.
+    pub table: String,
+    /// Per source file, whether the table holds it (all false under `reload`).
+    pub held: Vec<bool>,
+    /// What the statement's commit records.
+    pub record: Vec<LoadedFile>,
+    paths: Vec<String>,
+}
+
+impl StatementLoads {
+    /// For the `planned` query into `sink`: `None` when nothing is recorded (a table
+    /// template, or a sink whose statements keep no ledger). Fails when the table holds
+    /// some of the files and the query combines rows across files.
+    pub async fn ask(
+        job: &Job,
+        planned: &PlannedQuery,
+        sink: &OpenedSink,
+        reload: bool,
+    ) -> Result<Option<StatementLoads>> {
+        let Some(table) = sink.destination.fixed() else {
+            return Ok(None);
+        };
+        if !job.sink.records_statement_loads() {
+            return Ok(None);
+        }
+        let preparer: &dyn PrepareDestination = sink.preparer.as_ref();
+        let mut ledgers = Ledgers::new(&planned.files, reload);
+        ledgers.ask(preparer, table).await?;
+        let held: Vec<bool> = (0..planned.files.len())
+            .map(|f| ledgers.holds(table, f))
+            .collect();
+        let loads = StatementLoads {
+            table: table.to_string(),
+            record: ledgers.loaded(),
+            paths: planned.files.iter().map(|f| f.display().to_string()).collect(),
+            held,
+        };
+        let count = loads.held_paths().len();
+        if count > 0
+            && count < loads.held.len()
+            && let Some(why) = combines_rows(planned.query.logical_plan())?
+        {
+            let held = loads.held_paths();
+            return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{table} holds {count} of the {} files the query reads ({}), and the query                          combines rows across files ({why}), so it would give other rows over the                          new files alone: run with --reload (or reload: true) to load every file                          again, or point source.path at the new files",
+                        loads.held.len(),
+                        some_names(&held),
+                    ),
+                )
+                .with_context("table", table.to_string())
+                .with_retryable(false));
+        }
+        Ok(Some(loads))
+    }
+
+    /// The paths of the files the table holds.
+    pub fn held_paths(&self) -> Vec<&str> {
+        self.paths
+            .iter()
+            .zip(&self.held)
+            .filter(|(_, h)| **h)
+            .map(|(p, _)| p.as_str())
+            .collect()
+    }
+
+    /// Whether the table holds every file: nothing to run.
+    pub fn holds_all(&self) -> bool {
+        !self.held.is_empty() && self.held.iter().all(|h| *h)
+    }
+
+    fn skipped(&self) -> Vec<Skipped> {
+        self.held_paths()
+            .into_iter()
+            .map(|file| Skipped {
+                file: file.to_string(),
+                destination: self.table.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Why `plan` combines rows across its input (an aggregate, a join...), or `None` when it
+/// reads row by row: projections and filters over one scan, whose rows over some files
+/// are exactly its rows over all of them from those files.
+fn combines_rows(plan: &LogicalPlan) -> Result<Option<String>> {
+    let mut why = None;
+    plan.apply(|node| {
+        let row_by_row = match node {
+            LogicalPlan::Projection(_) | LogicalPlan::Filter(_) | LogicalPlan::SubqueryAlias(_) => {
+                !node.expressions().iter().any(has_subquery)
+            }
+            LogicalPlan::TableScan(_) => true,
+            _ => false,
+        };
+        if row_by_row {
+            return Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue);
+        }
+        why = Some(match node {
+            LogicalPlan::Aggregate(_) => "an aggregate".to_string(),
+            LogicalPlan::Join(_) => "a join".to_string(),
+            LogicalPlan::Window(_) => "a window function".to_string(),
+            LogicalPlan::Limit(_) => "a limit".to_string(),
+            LogicalPlan::Sort(_) => "a sort".to_string(),
+            LogicalPlan::Distinct(_) => "DISTINCT".to_string(),
+            LogicalPlan::Union(_) => "a union".to_string(),
+            _ if node.expressions().iter().any(has_subquery) => "a subquery".to_string(),
+            other => format!(
+                "a {} step",
+                other.display().to_string().split(':').next().unwrap_or("query")
+            ),
+        });
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Stop)
+    })
+    .map_err(|e| engine_error("engine.sql", e))?;
+    Ok(why)
+}
+
+fn has_subquery(expr: &Expr) -> bool {
+    expr.exists(|e| {
+        Ok(matches!(
+            e,
+            Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_)
+        ))
+    })
+    .unwrap_or(true)
+}
+
+impl PlannedQuery {
+    /// The job's query in `ctx`, over `files` registered as the table `source`.
+    async fn over(
+        ctx: SessionContext,
+        files: Vec<SourceFile>,
+        format: Format,
+        job: &Job,
+        engine: &EngineSpec,
+    ) -> Result<PlannedQuery> {
+        let source_schema = register_source(&ctx, &files, format, &job.source).await?;
+        let query = ctx
+            .sql(engine.query())
+            .await
+            .map_err(|e| engine_error("engine.sql", e))?;
+        let schema = query.schema().inner().clone();
+        Ok(PlannedQuery {
+            ctx,
+            query,
+            files,
+            format,
+            source_schema,
+            schema,
+        })
+    }
+
+    /// The same query over the source files not `held`.
+    async fn without(self, held: &[bool], job: &Job, engine: &EngineSpec) -> Result<PlannedQuery> {
+        let files: Vec<SourceFile> = self
+            .files
+            .into_iter()
+            .zip(held)
+            .filter(|(_, h)| !**h)
+            .map(|(f, _)| f)
+            .collect();
+        self.ctx
+            .deregister_table("source")
+            .map_err(|e| engine_error("source", e))?;
+        PlannedQuery::over(self.ctx, files, self.format, job, engine).await
+    }
+}
+
+/// Runs `job`'s planned query as one statement, recording and skipping files as `loads`
+/// says; see the module docs.
+pub async fn run(
+    job: &Job,
+    planned: PlannedQuery,
+    loads: Option<StatementLoads>,
+    file: &JobFile,
+    progress: &Progress,
+) -> Result<RunReport> {
     let started = Instant::now();
+    let dead_letter = job.dead_letter.as_deref().map(|p| file.resolve(p));
+    // Created (emptied) first, as the runner does; the commit appends to it. The stream
+    // itself only counts: the statement's commit writes the file.
+    if let Some(path) = &dead_letter {
+        create_dead_letter(path)?;
+    }
+    if let Some(loads) = &loads
+        && loads.holds_all()
+    {
+        return Ok(RunReport {
+            read: ReadStats::default(),
+            prepared: Vec::new(),
+            result: WriteResult::default(),
+            rejected: Default::default(),
+            elapsed: started.elapsed(),
+            dead_letter: dead_letter.map(|path| DeadLetterReport { path, records: 0 }),
+            skipped: loads.skipped(),
+            skipped_rows: 0,
+            unrecorded: Vec::new(),
+        });
+    }
+    let planned = match (&loads, &job.engine) {
+        (Some(loads), Some(engine)) if loads.held.iter().any(|h| *h) => {
+            planned.without(&loads.held, job, engine).await?
+        }
+        _ => planned,
+    };
     let PlannedQuery {
         ctx,
         query,
@@ -140,18 +346,15 @@ pub async fn run(job: &Job, planned: PlannedQuery, file: &JobFile, progress: &Pr
         schema,
         ..
     } = planned;
-    let dead_letter = job.dead_letter.as_deref().map(|p| file.resolve(p));
-    // Created (emptied) first, as the runner does; the commit appends to it. The stream
-    // itself only counts: the statement's commit writes the file.
-    if let Some(path) = &dead_letter {
-        create_dead_letter(path)?;
-    }
     let mut rejections = RejectionStream::open(None)?;
 
     // The statement's writers may run in other processes: paths go absolute.
     let mut table = SinkTable::from_spec(schema, job.sink.relative_to(file.dir()));
     if let Some(path) = &dead_letter {
         table = table.with_dead_letter(path);
+    }
+    if let Some(loads) = &loads {
+        table = table.with_loads(loads.record.clone());
     }
     ctx.register_table(SINK_TABLE, Arc::new(table.clone()))
         .map_err(|e| engine_error("sink", e))?;
@@ -173,8 +376,10 @@ pub async fn run(job: &Job, planned: PlannedQuery, file: &JobFile, progress: &Pr
     rejections.take(std::mem::take(&mut result.failed))?;
     let (rejected_records, first, _) = rejections.finish();
     result.failed = first;
-    // DataFusion reads every file; the engine path keeps no record of them.
-    let unrecorded = result.destinations.keys().cloned().collect();
+    let (skipped, unrecorded) = match &loads {
+        Some(loads) => (loads.skipped(), Vec::new()),
+        None => (Vec::new(), result.destinations.keys().cloned().collect()),
+    };
     Ok(RunReport {
         read: ReadStats {
             files: files.len() as u64,
@@ -190,7 +395,7 @@ pub async fn run(job: &Job, planned: PlannedQuery, file: &JobFile, progress: &Pr
         }),
         result,
         rejected: rejected_records,
-        skipped: Vec::new(),
+        skipped,
         skipped_rows: 0,
         unrecorded,
     })

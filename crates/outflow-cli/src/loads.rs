@@ -71,7 +71,7 @@ impl Ledgers {
     }
 
     /// Whether `destination` holds source file `file`.
-    fn holds(&self, destination: &str, file: usize) -> bool {
+    pub(crate) fn holds(&self, destination: &str, file: usize) -> bool {
         self.held.get(destination).is_some_and(|held| held[file])
     }
 

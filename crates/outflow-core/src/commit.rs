@@ -24,8 +24,9 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::loads::LoadedFile;
 use crate::sink::{Sink, WriteResult};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// What one writer prepared and did not commit: the committables, and what it wrote and
 /// rejected (rows counted as written become visible when the committables are committed).
@@ -66,6 +67,21 @@ pub trait Committer: Send + Sync {
     /// Commits all of `committables` together and says, per destination, how many commits
     /// it made. Committables already committed are skipped, so running it again is safe.
     async fn commit(&self, committables: Vec<Self::Committable>) -> Result<WriteResult>;
+
+    /// Commits as [`Committer::commit`] and records `files` as loaded into each destination
+    /// it commits to (see [`crate::loads`]), in the same commit, or as the sink's own ledger
+    /// does when a commit cannot carry the record. A committer that keeps no ledger refuses,
+    /// so that no caller takes files for recorded that are not.
+    async fn commit_loaded(
+        &self,
+        _committables: Vec<Self::Committable>,
+        _files: &[LoadedFile],
+    ) -> Result<WriteResult> {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            "this sink keeps no record of the files a statement loads",
+        ))
+    }
 }
 
 /// A [`TwoPhaseSink`] whose committables are JSON, for engines that send them elsewhere.
@@ -98,18 +114,36 @@ impl<S: TwoPhaseSink> DynTwoPhaseSink for S {
 pub trait DynCommitter: Send + Sync {
     /// [`Committer::commit`], with each committable as JSON.
     async fn commit_json(&self, committables: Vec<serde_json::Value>) -> Result<WriteResult>;
+
+    /// [`Committer::commit_loaded`], with each committable as JSON.
+    async fn commit_json_loaded(
+        &self,
+        committables: Vec<serde_json::Value>,
+        files: &[LoadedFile],
+    ) -> Result<WriteResult>;
+}
+
+fn typed<C: DeserializeOwned>(committables: Vec<serde_json::Value>) -> Result<Vec<C>> {
+    committables
+        .into_iter()
+        .map(|c| {
+            serde_json::from_value(c).map_err(|e| Error::internal(format!("reading a committable: {e}")))
+        })
+        .collect()
 }
 
 #[async_trait]
 impl<C: Committer> DynCommitter for C {
     async fn commit_json(&self, committables: Vec<serde_json::Value>) -> Result<WriteResult> {
-        let typed = committables
-            .into_iter()
-            .map(|c| {
-                serde_json::from_value(c).map_err(|e| Error::internal(format!("reading a committable: {e}")))
-            })
-            .collect::<Result<Vec<C::Committable>>>()?;
-        self.commit(typed).await
+        self.commit(typed(committables)?).await
+    }
+
+    async fn commit_json_loaded(
+        &self,
+        committables: Vec<serde_json::Value>,
+        files: &[LoadedFile],
+    ) -> Result<WriteResult> {
+        self.commit_loaded(typed(committables)?, files).await
     }
 }
 

@@ -7,7 +7,6 @@
 //! codec being wrapped (Ballista's, or DataFusion's default), so one codec serves a whole
 //! plan. Tables built from a closure ([`SinkTable::new`]) cannot travel and say so.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
@@ -22,7 +21,7 @@ use datafusion_proto::logical_plan::{DefaultLogicalExtensionCodec, LogicalExtens
 use datafusion_proto::physical_plan::{DefaultPhysicalExtensionCodec, PhysicalExtensionCodec};
 use serde::{Deserialize, Serialize};
 
-use crate::exec::{SinkCommitExec, SinkWriterExec};
+use crate::exec::{CommitSettings, SinkCommitExec, SinkWriterExec};
 use crate::{SinkSpec, SinkTable};
 
 /// The first bytes of everything Outflow encodes; protobuf (what the wrapped codecs write)
@@ -38,11 +37,13 @@ enum Encoded {
     },
     Commit {
         spec: SinkSpec,
-        dead_letter: Option<PathBuf>,
+        #[serde(flatten)]
+        settings: CommitSettings,
     },
     Table {
         spec: SinkSpec,
-        dead_letter: Option<PathBuf>,
+        #[serde(flatten)]
+        settings: CommitSettings,
     },
 }
 
@@ -134,10 +135,10 @@ impl PhysicalExtensionCodec for OutflowPhysicalCodec {
                 Arc::new(spec),
                 Arc::new(table_schema),
             ))),
-            Some(Encoded::Commit { spec, dead_letter }) => Ok(Arc::new(SinkCommitExec::new(
+            Some(Encoded::Commit { spec, settings }) => Ok(Arc::new(SinkCommitExec::new(
                 one_input(inputs, "SinkCommitExec")?,
                 Arc::new(spec),
-                dead_letter,
+                settings,
             ))),
             Some(Encoded::Table { .. }) => Err(DataFusionError::Internal(
                 "an Outflow table where a plan node was expected".to_string(),
@@ -156,7 +157,7 @@ impl PhysicalExtensionCodec for OutflowPhysicalCodec {
         if let Some(commit) = node.as_any().downcast_ref::<SinkCommitExec>() {
             let value = Encoded::Commit {
                 spec: commit.spec().clone(),
-                dead_letter: commit.dead_letter().cloned(),
+                settings: commit.settings().clone(),
             };
             return encode(&value, buf);
         }
@@ -204,13 +205,9 @@ impl LogicalExtensionCodec for OutflowLogicalCodec {
     ) -> Result<Arc<dyn TableProvider>> {
         match decode(buf)? {
             None => self.inner.try_decode_table_provider(buf, table_ref, schema, ctx),
-            Some(Encoded::Table { spec, dead_letter }) => {
-                let mut table = SinkTable::from_spec(schema, spec);
-                if let Some(path) = dead_letter {
-                    table = table.with_dead_letter(path);
-                }
-                Ok(Arc::new(table))
-            }
+            Some(Encoded::Table { spec, settings }) => Ok(Arc::new(
+                SinkTable::from_spec(schema, spec).with_settings(settings),
+            )),
             Some(_) => Err(DataFusionError::Internal(format!(
                 "an Outflow plan node where table {table_ref} was expected"
             ))),
@@ -234,7 +231,7 @@ impl LogicalExtensionCodec for OutflowLogicalCodec {
         };
         let value = Encoded::Table {
             spec: spec.clone(),
-            dead_letter: table.dead_letter().cloned(),
+            settings: table.settings().clone(),
         };
         encode(&value, buf)
     }

@@ -35,8 +35,9 @@ use datafusion::physical_plan::{
     execute_input_stream,
 };
 use futures::StreamExt;
-use outflow_core::{Prepared, WriteResult};
+use outflow_core::{LoadedFile, Prepared, WriteResult};
 use outflow_sinks::SinkSpec;
+use serde::{Deserialize, Serialize};
 
 use crate::statement::{finish_statement, outflow_error};
 
@@ -165,13 +166,25 @@ async fn write_partition(spec: &SinkSpec, mut data: SendableRecordBatchStream) -
     sink.prepare_commit_json().await.map_err(outflow_error)
 }
 
+/// What a statement's commit does besides committing.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitSettings {
+    /// Where failed records are appended, if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<PathBuf>,
+    /// The source files to record as loaded with the commit (see [`outflow_core::loads`]),
+    /// when the statement loads files into a sink that keeps a ledger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loads: Option<Vec<LoadedFile>>,
+}
+
 /// Reads every writer's report, commits every committable once through the sink's
 /// committer, adds the results up; one partition, one row: `count` and `failed`.
 #[derive(Debug)]
 pub struct SinkCommitExec {
     input: Arc<dyn ExecutionPlan>,
     spec: Arc<SinkSpec>,
-    dead_letter: Option<PathBuf>,
+    settings: CommitSettings,
     /// Where the statement's result is left for the caller (in the process that commits).
     last: Arc<Mutex<Option<WriteResult>>>,
     properties: Arc<PlanProperties>,
@@ -179,7 +192,7 @@ pub struct SinkCommitExec {
 
 impl SinkCommitExec {
     /// A commit of the reports `input` carries (one partition).
-    pub fn new(input: Arc<dyn ExecutionPlan>, spec: Arc<SinkSpec>, dead_letter: Option<PathBuf>) -> Self {
+    pub fn new(input: Arc<dyn ExecutionPlan>, spec: Arc<SinkSpec>, settings: CommitSettings) -> Self {
         let properties = PlanProperties::new(
             EquivalenceProperties::new(count_schema()),
             Partitioning::UnknownPartitioning(1),
@@ -189,7 +202,7 @@ impl SinkCommitExec {
         SinkCommitExec {
             input,
             spec,
-            dead_letter,
+            settings,
             last: Arc::new(Mutex::new(None)),
             properties: Arc::new(properties),
         }
@@ -206,9 +219,9 @@ impl SinkCommitExec {
         &self.spec
     }
 
-    /// Where failed records are appended, if anywhere.
-    pub fn dead_letter(&self) -> Option<&PathBuf> {
-        self.dead_letter.as_ref()
+    /// Where failed records go and which files the commit records.
+    pub fn settings(&self) -> &CommitSettings {
+        &self.settings
     }
 }
 
@@ -250,8 +263,7 @@ impl ExecutionPlan for SinkCommitExec {
         let [input] = <[_; 1]>::try_from(children)
             .map_err(|_| DataFusionError::Internal("SinkCommitExec has one input".to_string()))?;
         Ok(Arc::new(
-            SinkCommitExec::new(input, self.spec.clone(), self.dead_letter.clone())
-                .with_last(self.last.clone()),
+            SinkCommitExec::new(input, self.spec.clone(), self.settings.clone()).with_last(self.last.clone()),
         ))
     }
 
@@ -263,7 +275,7 @@ impl ExecutionPlan for SinkCommitExec {
         }
         let mut reports = self.input.execute(0, context)?;
         let spec = self.spec.clone();
-        let dead_letter = self.dead_letter.clone();
+        let CommitSettings { dead_letter, loads } = self.settings.clone();
         let last = self.last.clone();
         let stream = futures::stream::once(async move {
             let mut result = WriteResult::default();
@@ -276,7 +288,11 @@ impl ExecutionPlan for SinkCommitExec {
             }
             if !committables.is_empty() {
                 let committer = spec.committer().await.map_err(outflow_error)?;
-                let committed = committer.commit_json(committables).await.map_err(outflow_error)?;
+                let committed = match &loads {
+                    Some(files) => committer.commit_json_loaded(committables, files).await,
+                    None => committer.commit_json(committables).await,
+                }
+                .map_err(outflow_error)?;
                 result.merge(committed);
             }
             let (written, failed) = (result.rows_written(), result.failed.len() as u64);

@@ -17,10 +17,10 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use outflow_core::{Sink, WriteResult};
+use outflow_core::{LoadedFile, Sink, WriteResult};
 
 use crate::SinkSpec;
-use crate::exec::{SinkCommitExec, SinkWriterExec};
+use crate::exec::{CommitSettings, SinkCommitExec, SinkWriterExec};
 use crate::statement::StatementSink;
 
 /// A future that opens a sink for one statement.
@@ -46,7 +46,7 @@ enum Writers {
 pub struct SinkTable {
     schema: SchemaRef,
     writers: Writers,
-    dead_letter: Option<PathBuf>,
+    settings: CommitSettings,
     last: Arc<Mutex<Option<WriteResult>>>,
 }
 
@@ -62,7 +62,7 @@ impl SinkTable {
         SinkTable {
             schema,
             writers: Writers::Factory(Arc::new(move || Box::pin(open()) as OpenSink)),
-            dead_letter: None,
+            settings: CommitSettings::default(),
             last: Arc::new(Mutex::new(None)),
         }
     }
@@ -74,7 +74,7 @@ impl SinkTable {
         SinkTable {
             schema,
             writers: Writers::Spec(Arc::new(spec)),
-            dead_letter: None,
+            settings: CommitSettings::default(),
             last: Arc::new(Mutex::new(None)),
         }
     }
@@ -83,8 +83,26 @@ impl SinkTable {
     /// destination, the reason), the same form as `outflow run`'s dead-letter file. On
     /// Ballista the file is written by the executor that commits.
     pub fn with_dead_letter(mut self, path: impl Into<PathBuf>) -> Self {
-        self.dead_letter = Some(path.into());
+        self.settings.dead_letter = Some(path.into());
         self
+    }
+
+    /// Records `files` as the source files each statement loads, with its commit (see
+    /// [`outflow_core::loads`]). Only for tables built from a spec, and only for sinks
+    /// whose committer keeps a ledger ([`SinkSpec::records_statement_loads`]); others fail
+    /// the statement's commit rather than leave the files unrecorded.
+    pub fn with_loads(mut self, files: Vec<LoadedFile>) -> Self {
+        self.settings.loads = Some(files);
+        self
+    }
+
+    pub(crate) fn with_settings(mut self, settings: CommitSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    pub(crate) fn settings(&self) -> &CommitSettings {
+        &self.settings
     }
 
     /// What the last successful statement wrote, and the records its sinks rejected (when
@@ -103,7 +121,7 @@ impl SinkTable {
 
     /// The dead-letter file, if one is set.
     pub fn dead_letter(&self) -> Option<&PathBuf> {
-        self.dead_letter.as_ref()
+        self.settings.dead_letter.as_ref()
     }
 }
 
@@ -112,7 +130,7 @@ impl fmt::Debug for SinkTable {
         f.debug_struct("SinkTable")
             .field("schema", &self.schema)
             .field("spec", &self.spec())
-            .field("dead_letter", &self.dead_letter)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
@@ -162,7 +180,7 @@ impl TableProvider for SinkTable {
                 let sink = StatementSink {
                     schema: self.schema.clone(),
                     open: open.clone(),
-                    dead_letter: self.dead_letter.clone(),
+                    dead_letter: self.settings.dead_letter.clone(),
                     last: self.last.clone(),
                 };
                 Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
@@ -170,7 +188,7 @@ impl TableProvider for SinkTable {
             Writers::Spec(spec) => {
                 let writers = Arc::new(SinkWriterExec::new(input, spec.clone(), self.schema.clone()));
                 let reports = Arc::new(CoalescePartitionsExec::new(writers));
-                let commit = SinkCommitExec::new(reports, spec.clone(), self.dead_letter.clone())
+                let commit = SinkCommitExec::new(reports, spec.clone(), self.settings.clone())
                     .with_last(self.last.clone());
                 Ok(Arc::new(commit))
             }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use iceberg::spec::{DataFile, deserialize_data_file_from_json, serialize_data_file_to_json};
 use iceberg::table::Table;
-use outflow_core::{Committer, Error, ErrorKind, Result, RetryPolicy, WriteResult};
+use outflow_core::{Committer, Error, ErrorKind, LoadedFile, Result, RetryPolicy, WriteResult};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{IcebergCatalog, IcebergResultExt};
@@ -84,7 +84,9 @@ pub async fn commit_staged(
     catalog: &IcebergCatalog,
     staged: &[StagedFiles],
     retry: &RetryPolicy,
+    loads: Option<&[LoadedFile]>,
 ) -> Result<Vec<StagedCommit>> {
+    let loads = loads.map(outflow_core::loads::encode);
     let mut by_table: BTreeMap<&str, Vec<&StagedFiles>> = BTreeMap::new();
     for part in staged {
         by_table.entry(part.table.as_str()).or_default().push(part);
@@ -115,7 +117,12 @@ pub async fn commit_staged(
             continue;
         }
         let count = files.len();
-        let commit = DataCommit::of_files(name, kind, files, spec_id);
+        let mut commit = DataCommit::of_files(name, kind, files, spec_id);
+        if let Some(loads) = &loads {
+            commit
+                .summary
+                .insert(crate::loads::LOADED_FILES_KEY.to_string(), loads.clone());
+        }
         let outcome = commit_data(catalog, &ident, &commit, retry).await?;
         out.push(StagedCommit {
             table: name.to_string(),
@@ -148,8 +155,27 @@ impl Committer for IcebergCommitter {
     type Committable = StagedFiles;
 
     async fn commit(&self, committables: Vec<StagedFiles>) -> Result<WriteResult> {
+        self.commit_recording(&committables, None).await
+    }
+
+    /// Records the files in each snapshot's summary, as the sink does.
+    async fn commit_loaded(
+        &self,
+        committables: Vec<StagedFiles>,
+        files: &[LoadedFile],
+    ) -> Result<WriteResult> {
+        self.commit_recording(&committables, Some(files)).await
+    }
+}
+
+impl IcebergCommitter {
+    async fn commit_recording(
+        &self,
+        committables: &[StagedFiles],
+        loads: Option<&[LoadedFile]>,
+    ) -> Result<WriteResult> {
         let mut result = WriteResult::default();
-        for commit in commit_staged(&self.catalog, &committables, &self.retry).await? {
+        for commit in commit_staged(&self.catalog, committables, &self.retry, loads).await? {
             let stats = result.destinations.entry(commit.table).or_default();
             if let CommitOutcome::Committed { .. } = commit.outcome {
                 stats.commits += 1;

@@ -14,6 +14,7 @@ use crate::{OpenedSink, SinkSpec};
 #[async_trait]
 impl Connector for BigQuerySinkOptions {
     const NAME: &'static str = "bigquery";
+    const STATEMENT_LEDGER: bool = true;
 
     fn into_spec(self) -> SinkSpec {
         SinkSpec::BigQuery(Box::new(self))

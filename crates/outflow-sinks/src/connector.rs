@@ -14,6 +14,10 @@ pub(crate) trait Connector: Clone + Send + Sync {
     /// The key under `sink:`.
     const NAME: &'static str;
 
+    /// Whether the committer records the files a statement loads
+    /// ([`outflow_core::Committer::commit_loaded`]).
+    const STATEMENT_LEDGER: bool = false;
+
     /// The options inside a [`SinkSpec`].
     fn into_spec(self) -> SinkSpec;
 
@@ -45,4 +49,9 @@ pub(crate) trait Connector: Clone + Send + Sync {
 /// The sink name of an options type.
 pub(crate) fn name_of<C: Connector>(_options: &C) -> &'static str {
     C::NAME
+}
+
+/// Whether an options type's committer records the files a statement loads.
+pub(crate) fn statement_ledger<C: Connector>(_options: &C) -> bool {
+    C::STATEMENT_LEDGER
 }

@@ -14,6 +14,7 @@ use crate::{OpenedSink, SinkSpec};
 #[async_trait]
 impl Connector for IcebergSinkOptions {
     const NAME: &'static str = "iceberg";
+    const STATEMENT_LEDGER: bool = true;
 
     fn into_spec(self) -> SinkSpec {
         SinkSpec::Iceberg(Box::new(self))

@@ -134,6 +134,14 @@ impl SinkSpec {
         with_options!(self, options => connector::name_of(options.as_ref()))
     }
 
+    /// Whether a two-phase write's committer records the source files a statement loads
+    /// ([`outflow_core::Committer::commit_loaded`]): Iceberg in the snapshot, BigQuery in
+    /// its ledger table. Bigtable's writers make rows visible as they go, each at its own
+    /// time, so a statement's rows cannot be recorded or written again cell for cell.
+    pub fn records_statement_loads(&self) -> bool {
+        with_options!(self, options => connector::statement_ledger(options.as_ref()))
+    }
+
     /// Checks the options without any I/O, naming the field at fault (what `outflow check`
     /// does with the sink section).
     pub fn validate(&self) -> Result<()> {

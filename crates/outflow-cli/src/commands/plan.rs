@@ -97,10 +97,20 @@ async fn plan_job(
     let job: Job = file.parse()?;
     let input = JobInput::open(&job, file, Purpose::Inspect).await?;
     let schema = input.schema().clone();
-    // The engine reads every file (see docs/jobs.md): only Outflow's runner skips.
-    let skips = matches!(input, JobInput::Pipeline(_)) && !(reload || job.reload);
+    let reload = reload || job.reload;
     let files = input.files().to_vec();
     let built = job.sink.relative_to(file.dir()).open().await?;
+    // An engine statement skips files as a whole run (see the engine module), when it
+    // records them at all; the answer, or the error the run would stop with, goes into the
+    // table's plan.
+    #[cfg(feature = "engine")]
+    let statement = match &input {
+        JobInput::Query(query) => Some(crate::engine::StatementLoads::ask(&job, query, &built, reload).await),
+        JobInput::Pipeline(_) => None,
+    };
+    #[cfg(not(feature = "engine"))]
+    let statement: Option<Result<Option<()>>> = None;
+    let skips = !reload && !matches!(statement, Some(Ok(None)));
     let progress = Progress::on_stderr(quiet);
     let names = input.destinations(&built.destination, &progress).await?;
     // What the run would skip, asked of each destination's ledger as the run asks it.
@@ -108,6 +118,9 @@ async fn plan_job(
     let mut plans = Vec::with_capacity(names.len());
     for name in names {
         let mut plan = built.preparer.plan(&name, &schema).await?;
+        if let Some(Err(e)) = &statement {
+            plan = DestinationPlan::failed(&name, e);
+        }
         if plan.action != PlannedAction::Fail {
             ledgers.ask(built.preparer.as_ref(), &name).await?;
             let held = ledgers.held_paths(&name);

@@ -106,15 +106,20 @@ async fn run_job(file: &JobFile, quiet: bool, reload: bool) -> Result<RunReport>
         progress.stage("planning");
     }
     // Every check that needs no service comes first, as in `check` and `plan`.
-    let pipeline = match JobInput::open(&job, file, Purpose::Run).await? {
+    let input = JobInput::open(&job, file, Purpose::Run).await?;
+    let mut built = job.sink.relative_to(file.dir()).open().await?;
+    let reload = reload || job.reload;
+    let pipeline = match input {
         JobInput::Pipeline(pipeline) => pipeline,
         #[cfg(feature = "engine")]
-        JobInput::Query(query) => return crate::engine::run(&job, *query, file, &progress).await,
+        JobInput::Query(query) => {
+            let loads = crate::engine::StatementLoads::ask(&job, &query, &built, reload).await?;
+            return crate::engine::run(&job, *query, loads, file, &progress).await;
+        }
     };
-    let mut built = job.sink.relative_to(file.dir()).open().await?;
     let options = RunOptions {
         dead_letter: job.dead_letter.as_deref().map(|p| file.resolve(p)),
-        reload: reload || job.reload,
+        reload,
         ..RunOptions::default()
     };
     on_ctrl_c(&options.interrupt);

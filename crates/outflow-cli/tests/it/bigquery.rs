@@ -584,3 +584,38 @@ fn a_bigquery_run_killed_at_any_moment_and_run_again_loads_each_row_once() {
     assert!(kills >= 2, "killed {kills} times");
 }
 
+/// A job with an engine section into BigQuery: the committer records the statement's files
+/// in the ledger with its streams, so a rerun loads only the new file.
+#[cfg(feature = "engine")]
+#[test]
+fn an_engine_job_into_bigquery_loads_each_file_once() {
+    let env = BigQueryEnv::from_env();
+    let dataset = unique_name("cli");
+    env.create_dataset(&dataset);
+    let dir = tempfile::tempdir().unwrap();
+    crate::city_part(dir.path(), "a", 0..3);
+    let job = parts_job(dir.path(), &env, &dataset, "t", "");
+    // The typed CSV schema gives way to SQL (an engine infers types).
+    let text = std::fs::read_to_string(&job).unwrap().replace(
+        "  csv: { schema: [ {name: id, type: long, required: true}, {name: city, type: string}, {name: rides, type: long} ] }\n",
+        "engine:\n  sql: SELECT id, city, rides FROM source WHERE id >= 0\n",
+    );
+    assert!(text.contains("engine:"), "{text}");
+    std::fs::write(&job, text).unwrap();
+    outflow().args(["run", "--quiet"]).arg(&job).assert().success();
+    crate::city_part(dir.path(), "b", 3..5);
+    outflow()
+        .arg("run")
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(contains("Skipped 1 file t already holds from an earlier run"));
+    assert_eq!(ids(&env.read_table(&dataset, "t")), [0, 1, 2, 3, 4]);
+    outflow()
+        .arg("run")
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(contains("Skipped 2 files t"));
+    assert_eq!(ids(&env.read_table(&dataset, "t")).len(), 5);
+}

@@ -301,3 +301,90 @@ fn a_run_killed_at_any_moment_and_run_again_loads_each_row_once() {
     );
 }
 
+/// A job with an engine section records its files in the statement's snapshot. A query
+/// that reads row by row runs again over the new files only; one that combines rows
+/// across files (an aggregate) refuses to run over some of them, in `plan` and in `run`,
+/// until told to load them all again.
+#[cfg(feature = "engine")]
+#[test]
+fn an_engine_job_loads_each_file_once_and_an_aggregate_refuses_to_run_over_some() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "in/a.csv", "id,name\n1,ada\n2,alan\n");
+    write(dir.path(), "in/b.csv", "id,name\n3,grace\n");
+    let by_row = "engine:\n  sql: SELECT id, upper(name) AS name FROM source WHERE id > 0\n";
+    let rows_job = job(dir.path(), "rows.yaml", "in/*.csv", "db.people", by_row);
+    let counts = "engine:\n  sql: SELECT count(*) AS n FROM source\n";
+    let counts_job = job(dir.path(), "counts.yaml", "in/*.csv", "db.counts", counts);
+    for job in [&rows_job, &counts_job] {
+        outflow().args(["run", "--quiet"]).arg(job).assert().success();
+    }
+    let read = catalog(dir.path()).read_both("db.people");
+    assert_eq!(recorded_files(&read), ["a.csv", "b.csv"]);
+    assert_eq!(id_counts(&read), (1..=3).map(|id| (id, 1)).collect());
+
+    // Nothing new: neither statement runs.
+    for (job, table) in [(&rows_job, "db.people"), (&counts_job, "db.counts")] {
+        outflow()
+            .arg("run")
+            .arg(job)
+            .assert()
+            .success()
+            .stdout(contains(format!(
+                "Skipped 2 files {table} already holds from an earlier run"
+            )));
+        let read = catalog(dir.path()).read_both(table);
+        assert_eq!(read["snapshots"].as_array().unwrap().len(), 1, "{table}");
+    }
+
+    // A new file: the row-by-row query loads it alone.
+    write(dir.path(), "in/c.csv", "id,name\n4,edsger\n");
+    outflow()
+        .args(["run", "--quiet"])
+        .arg(&rows_job)
+        .assert()
+        .success()
+        .stdout(contains("Skipped 2 files db.people"));
+    let read = catalog(dir.path()).read_both("db.people");
+    assert_eq!(id_counts(&read), (1..=4).map(|id| (id, 1)).collect());
+    assert_eq!(recorded_files(&read), ["a.csv", "b.csv", "c.csv"]);
+
+    // The count would be over c.csv alone: refused, by plan as by run, naming the reason.
+    let plan = outflow()
+        .arg("plan")
+        .arg(&counts_job)
+        .arg("--json")
+        .assert()
+        .code(1);
+    let plan: Value = serde_json::from_slice(&plan.get_output().stdout).unwrap();
+    let error = plan["destinations"][0]["error"].to_string();
+    assert!(
+        error.contains("an aggregate") && error.contains("--reload"),
+        "{plan}"
+    );
+    let refused = outflow().arg("run").arg(&counts_job).assert().code(1);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("db.counts holds 2 of the 3 files the query reads")
+            && stderr.contains("combines rows across files (an aggregate)"),
+        "{stderr}"
+    );
+    let counted = |read: &Value| -> Vec<i64> {
+        let mut n: Vec<i64> = rows(read).iter().map(|r| r["n"].as_i64().unwrap()).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(counted(&catalog(dir.path()).read_both("db.counts")), [3]);
+    // Told to, it counts every file again; the next run has nothing new.
+    outflow()
+        .args(["run", "--quiet", "--reload"])
+        .arg(&counts_job)
+        .assert()
+        .success();
+    assert_eq!(counted(&catalog(dir.path()).read_both("db.counts")), [3, 4]);
+    outflow()
+        .arg("run")
+        .arg(&counts_job)
+        .assert()
+        .success()
+        .stdout(contains("Skipped 3 files db.counts"));
+}
