@@ -370,22 +370,22 @@ fn a_bigtable_run_killed_at_any_moment_and_run_again_writes_each_cell_once() {
     let host = emulator_host();
     let dir = tempfile::tempdir().unwrap();
     for f in 0..4 {
-        crate::city_part(dir.path(), &format!("p{f}"), f * 6000..(f + 1) * 6000);
+        crate::city_part(dir.path(), &format!("p{f}"), f * 2500..(f + 1) * 2500);
     }
     let prefix = unique_name("killed");
     let kills = crate::killed_then_run_again(
-        std::time::Duration::from_millis(40),
+        std::time::Duration::from_millis(30),
         |round| {
             parts_job(
                 dir.path(),
                 &host,
                 &format!("{prefix}_{round}"),
-                &format!("{INFO_ONLY}    batching: {{ max_entries: 500 }}\n"),
+                &format!("{INFO_ONLY}    batching: {{ max_entries: 250 }}\n"),
             )
         },
         |round| {
             let versions = city_versions(&host, &format!("{prefix}_{round}"));
-            assert_eq!(versions.len(), 24_000, "round {round}");
+            assert_eq!(versions.len(), 10_000, "round {round}");
             let doubled: Vec<_> = versions.iter().filter(|(_, v)| v.len() != 1).take(3).collect();
             assert!(doubled.is_empty(), "round {round}: {doubled:?}");
         },
