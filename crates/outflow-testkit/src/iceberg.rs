@@ -173,6 +173,16 @@ impl TestCatalog {
         self.call(Reader::PyIceberg, "create-and-append", table, &args)
     }
 
+    /// Has PyIceberg tag the table's oldest snapshot `name`; returns `{"snapshot_id"}`.
+    pub fn pyiceberg_tag_oldest(&self, table: &str, name: &str) -> Value {
+        self.call(
+            Reader::PyIceberg,
+            "tag",
+            table,
+            &["--name".to_string(), name.to_string()],
+        )
+    }
+
     /// Has PyIceberg register existing Parquet files (`add_files`).
     pub fn pyiceberg_add_files(&self, table: &str, files: &[PathBuf]) -> Value {
         let mut args = vec!["--files".to_string()];

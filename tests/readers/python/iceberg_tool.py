@@ -7,6 +7,7 @@ Subcommands (all take --catalog-type sql|rest, --catalog-name, --uri, --warehous
   create-and-append  create the table from a Parquet file's Arrow schema (if missing) and
                      append the file's rows
   add-files          register existing Parquet files with PyIceberg's add_files
+  tag                tag the table's oldest snapshot (--name), with PyIceberg's manage_snapshots
   serve              answer many of the above in one process: each stdin line is one
                      subcommand's arguments separated by tabs, each answer one stdout line,
                      {"ok": true, "doc": DOCUMENT} or {"ok": false, "error": MESSAGE}
@@ -416,6 +417,14 @@ def cmd_add_files(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_tag(args: argparse.Namespace) -> None:
+    catalog = open_catalog(args, writable=True)
+    table = catalog.load_table(split_identifier(args.table))
+    oldest = min(table.snapshots(), key=lambda s: (s.timestamp_ms, s.snapshot_id))
+    table.manage_snapshots().create_tag(snapshot_id=oldest.snapshot_id, tag_name=args.name).commit()
+    print(canonical({"table": args.table, "tag": args.name, "snapshot_id": oldest.snapshot_id}))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="iceberg_tool.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -450,6 +459,11 @@ def main(argv: list[str] | None = None) -> None:
     common(p)
     p.add_argument("--files", required=True, nargs="+")
     p.set_defaults(func=cmd_add_files)
+
+    p = sub.add_parser("tag", help="tag the oldest snapshot")
+    common(p)
+    p.add_argument("--name", required=True)
+    p.set_defaults(func=cmd_tag)
 
     args = parser.parse_args(argv)
     try:

@@ -13,7 +13,8 @@ use outflow_core::{
 };
 use outflow_iceberg::add_files::{AddFiles, AddFilesOptions, AddFilesResult, BatchWindow};
 use outflow_iceberg::maintenance::{
-    RewriteManifestsOptions, RewriteManifestsReport, rewrite_manifests as rewrite_manifests_of,
+    ExpireSnapshotsOptions, ExpireSnapshotsReport, RewriteManifestsOptions, RewriteManifestsReport,
+    expire_snapshots as expire_snapshots_of, rewrite_manifests as rewrite_manifests_of,
 };
 use outflow_iceberg::{CatalogConfig, IcebergCatalog, TableCreateOptions};
 
@@ -55,6 +56,104 @@ pub enum IcebergCommand {
     /// files and rows; fewer manifests for readers to open).
     #[command(name = "rewrite-manifests", after_help = after_help(REWRITE_MANIFESTS_HELP))]
     RewriteManifests(RewriteManifestsArgs),
+    /// Remove old snapshots from a table's history and delete the files only they
+    /// referenced (never the current snapshot, nor one a branch or tag points at).
+    #[command(name = "expire-snapshots", after_help = after_help(EXPIRE_SNAPSHOTS_HELP))]
+    ExpireSnapshots(ExpireSnapshotsArgs),
+}
+
+/// Examples for `outflow iceberg expire-snapshots --help`.
+pub const EXPIRE_SNAPSHOTS_HELP: &str = "\
+Examples:
+  outflow iceberg expire-snapshots --catalog-uri ./lake/catalog.db --warehouse ./lake/warehouse \\
+      --table db.events                              older than 5 days, keeping the last one
+  outflow iceberg expire-snapshots ... --older-than 1d --retain-last 10
+  outflow iceberg expire-snapshots ... --dry-run      what it would expire and delete
+
+The snapshots kept are the head of every branch and tag, the --retain-last most recent of
+every branch's history, and every snapshot newer than --older-than. Files only expired
+snapshots referenced are deleted after the commit; one that cannot be deleted is listed,
+and the command still succeeds (the snapshot is gone; the file is an orphan).";
+
+/// Arguments of `outflow iceberg expire-snapshots`.
+#[derive(Debug, Args)]
+pub struct ExpireSnapshotsArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub catalog: CatalogArgs,
+    /// The table.
+    #[arg(long, value_name = "NAMESPACE.TABLE")]
+    pub table: String,
+    /// Expire snapshots committed longer ago than this (`5d`, `12h`, `0s` for all).
+    #[arg(long, value_name = "AGE", default_value = "5d", value_parser = outflow_core::duration::parse)]
+    pub older_than: Duration,
+    /// Keep this many of the most recent snapshots of each branch, whatever their age.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub retain_last: usize,
+    /// Say what would be expired and deleted, changing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `outflow iceberg expire-snapshots`.
+pub async fn execute_expire_snapshots(args: ExpireSnapshotsArgs) -> ExitStatus {
+    let report = expire_snapshots(&args).await;
+    print_report("iceberg expire-snapshots", report, args.json, expire_summary)
+}
+
+async fn expire_snapshots(args: &ExpireSnapshotsArgs) -> Result<ExpireSnapshotsReport> {
+    let config = catalog(&args.catalog)?;
+    let retry = outflow_core::RetryPolicy::default();
+    let catalog = IcebergCatalog::connect_with_retry(&config, &retry).await?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let options = ExpireSnapshotsOptions {
+        older_than_ms: now_ms - args.older_than.as_millis() as i64,
+        retain_last: args.retain_last,
+        dry_run: args.dry_run,
+    };
+    expire_snapshots_of(&catalog, &args.table, &options, &retry).await
+}
+
+/// "db.t: expired 3 snapshots (2 kept); deleted 3 manifest lists, 2 manifests, 4 data files".
+fn expire_summary(report: &ExpireSnapshotsReport) -> String {
+    let table = &report.table;
+    if report.expired.is_empty() {
+        return format!("{table}: nothing to expire ({} snapshots kept)\n", report.kept);
+    }
+    let files: Vec<String> = report
+        .deleted
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(kind, n)| format!("{n} {}", kind.replace('_', " ")))
+        .collect();
+    let files = if files.is_empty() {
+        "no files".to_string()
+    } else {
+        files.join(", ")
+    };
+    let mut out = if report.dry_run {
+        format!(
+            "{table}: would expire {} snapshots ({} kept) and delete {files} (dry run)\n",
+            report.expired.len(),
+            report.kept
+        )
+    } else {
+        format!(
+            "{table}: expired {} snapshots ({} kept); deleted {files}\n",
+            report.expired.len(),
+            report.kept
+        )
+    };
+    for line in &report.not_deleted {
+        out.push_str(&format!("  not deleted: {line}\n"));
+    }
+    out
 }
 
 /// Examples for `outflow iceberg rewrite-manifests --help`.
@@ -91,18 +190,28 @@ pub struct RewriteManifestsArgs {
 
 /// Runs `outflow iceberg rewrite-manifests`.
 pub async fn execute_rewrite_manifests(args: RewriteManifestsArgs) -> ExitStatus {
-    let command = "iceberg rewrite-manifests";
-    match rewrite_manifests(&args).await {
+    let report = rewrite_manifests(&args).await;
+    print_report("iceberg rewrite-manifests", report, args.json, rewrite_summary)
+}
+
+/// A maintenance command's end: its report as JSON or as `summary` says, or its error.
+fn print_report<R: serde::Serialize>(
+    command: &str,
+    report: Result<R>,
+    json: bool,
+    summary: fn(&R) -> String,
+) -> ExitStatus {
+    match report {
         Ok(report) => {
-            if args.json {
+            if json {
                 let report = serde_json::to_value(&report).expect("the report serializes");
                 output::println(document(command, ExitStatus::Ok, report));
             } else {
-                output::print(rewrite_summary(&report));
+                output::print(summary(&report));
             }
             ExitStatus::Ok
         }
-        Err(err) => super::fail_command(command, &err, args.json),
+        Err(err) => super::fail_command(command, &err, json),
     }
 }
 
@@ -141,6 +250,7 @@ impl IcebergCommand {
         match self {
             IcebergCommand::AddFiles(args) => execute_add_files(*args).await,
             IcebergCommand::RewriteManifests(args) => execute_rewrite_manifests(args).await,
+            IcebergCommand::ExpireSnapshots(args) => execute_expire_snapshots(args).await,
         }
     }
 }

@@ -71,7 +71,8 @@ pub enum Command {
     #[command(after_help = after_help(check::AFTER_HELP))]
     Check(check::CheckArgs),
     /// Iceberg tables: register existing Parquet files (`outflow iceberg add-files`), merge
-    /// small manifests (`outflow iceberg rewrite-manifests`).
+    /// small manifests (`outflow iceberg rewrite-manifests`), expire old snapshots
+    /// (`outflow iceberg expire-snapshots`).
     #[cfg(feature = "iceberg")]
     #[command(subcommand)]
     Iceberg(iceberg::IcebergCommand),

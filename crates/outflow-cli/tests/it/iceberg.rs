@@ -460,24 +460,9 @@ fn ctrl_c_stops_a_run_and_removes_what_it_wrote() {
 #[test]
 fn rewrite_manifests_merges_small_manifests_and_a_dry_run_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    for n in 0..6 {
-        write(
-            dir.path(),
-            &format!("in-{n}.csv"),
-            &format!("id,name\n{n},name-{n}\n"),
-        );
-        let job = write(
-            dir.path(),
-            "job.yaml",
-            &format!(
-                "source:\n  path: in-{n}.csv\nsink:\n  iceberg:\n\
-                 \x20   catalog: {{ type: sql, uri: lake/catalog.db, warehouse: lake/wh }}\n\
-                 \x20   table: db.small\n\
-                 \x20   table_options: {{ properties: {{ commit.manifest-merge.enabled: \"false\" }} }}\n"
-            ),
-        );
-        outflow().args(["run", "--quiet"]).arg(&job).assert().success();
-    }
+    one_row_commits(dir.path(), "db.small", 6, |_| {
+        "    table_options: { properties: { commit.manifest-merge.enabled: \"false\" } }\n".to_string()
+    });
     let rewrite = |extra: &[&str]| {
         let out = outflow()
             .current_dir(dir.path())
@@ -531,4 +516,159 @@ fn rewrite_manifests_merges_small_manifests_and_a_dry_run_changes_nothing() {
         (&json!(1), &Value::Null),
         "{again}"
     );
+}
+
+/// `outflow iceberg expire-snapshots` on five appends and a truncate: a dry run says what it
+/// would expire and delete and changes nothing; keeping the last two snapshots deletes the
+/// manifest lists of the others and no data file (the append before the truncate still
+/// reaches them all); keeping one deletes the data files only the expired snapshots held.
+/// Both readers read the same rows throughout, and the files left on disk are exactly the
+/// ones the remaining snapshots reach.
+#[test]
+fn expire_snapshots_removes_old_snapshots_and_only_the_files_they_alone_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    one_row_commits(dir.path(), "db.hist", 6, |n| {
+        let disposition = if n == 5 { "truncate" } else { "append" };
+        format!("    write_disposition: {disposition}\n")
+    });
+    let expire = |extra: &[&str]| {
+        let out = outflow()
+            .current_dir(dir.path())
+            .args(["iceberg", "expire-snapshots", "--catalog-uri", "lake/catalog.db"])
+            .args([
+                "--warehouse",
+                "lake/wh",
+                "--table",
+                "db.hist",
+                "--older-than",
+                "0s",
+                "--json",
+            ])
+            .args(extra)
+            .assert()
+            .success();
+        serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap()
+    };
+    let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
+    let parquet = || {
+        files_under(&dir.path().join("lake/wh"))
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+            .count()
+    };
+    let snapshots = |read: &Value| read["snapshots"].as_array().unwrap().len();
+    let before = catalog.read_both("db.hist");
+    assert_eq!(before["row_count"], 1, "the truncate left its one row");
+    assert_eq!((snapshots(&before), parquet()), (6, 6));
+
+    let planned = expire(&["--retain-last", "1", "--dry-run"]);
+    assert_eq!(planned["expired"].as_array().unwrap().len(), 5, "{planned}");
+    assert_eq!(planned["deleted"]["data_files"], 5, "{planned}");
+    assert_eq!(planned["deleted"]["manifest_lists"], 5, "{planned}");
+    assert_eq!(
+        (snapshots(&catalog.read_both("db.hist")), parquet()),
+        (6, 6),
+        "a dry run changes nothing"
+    );
+
+    let kept_two = expire(&["--retain-last", "2"]);
+    assert_eq!(
+        (kept_two["expired"].as_array().unwrap().len(), &kept_two["kept"]),
+        (4, &json!(2)),
+        "{kept_two}"
+    );
+    assert_eq!(kept_two["deleted"]["data_files"], 0, "{kept_two}");
+    assert_eq!(kept_two["deleted"]["manifest_lists"], 4, "{kept_two}");
+    assert_eq!(kept_two["not_deleted"], json!([]), "{kept_two}");
+    let after = catalog.read_both("db.hist");
+    assert_eq!(after["rows"], before["rows"]);
+    assert_eq!((snapshots(&after), parquet()), (2, 6));
+    assert_eq!(after["current_snapshot_id"], before["current_snapshot_id"]);
+
+    let kept_one = expire(&["--retain-last", "1"]);
+    assert_eq!(kept_one["expired"].as_array().unwrap().len(), 1, "{kept_one}");
+    assert_eq!(kept_one["deleted"]["data_files"], 5, "{kept_one}");
+    let last = catalog.read_both("db.hist");
+    assert_eq!(last["rows"], before["rows"]);
+    assert_eq!((snapshots(&last), parquet()), (1, 1));
+    // Only what the current snapshot reaches is left: its manifest list and manifests.
+    let metadata_files = files_under(&dir.path().join("lake/wh/db/hist/metadata"));
+    let lists = metadata_files
+        .iter()
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("snap-"))
+        .count();
+    assert_eq!(lists, 1, "{metadata_files:?}");
+
+    let again = expire(&["--retain-last", "1"]);
+    assert_eq!(
+        (&again["expired"], &again["kept"]),
+        (&json!([]), &json!(1)),
+        "{again}"
+    );
+}
+
+/// A snapshot a tag points at (made by PyIceberg) stays, and so do its files, while the
+/// untagged ones around it go.
+#[test]
+fn expire_snapshots_keeps_what_a_tag_points_at() {
+    let dir = tempfile::tempdir().unwrap();
+    one_row_commits(dir.path(), "db.tagged", 3, |_| {
+        "    write_disposition: truncate\n".to_string()
+    });
+    let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
+    let tagged = catalog.pyiceberg_tag_oldest("db.tagged", "first-load");
+    let out = outflow()
+        .current_dir(dir.path())
+        .args(["iceberg", "expire-snapshots", "--catalog-uri", "lake/catalog.db"])
+        .args([
+            "--warehouse",
+            "lake/wh",
+            "--table",
+            "db.tagged",
+            "--older-than",
+            "0s",
+            "--json",
+        ])
+        .assert()
+        .success();
+    let report: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(report["expired"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["kept"], 2, "{report}");
+    assert_eq!(
+        report["deleted"]["data_files"], 1,
+        "the middle truncate's file: {report}"
+    );
+    let read = catalog.read_both("db.tagged");
+    let ids: Vec<&Value> = read["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["snapshot_id"])
+        .collect();
+    assert!(ids.contains(&&tagged["snapshot_id"]), "{read}");
+    assert_eq!(read["row_count"], 1);
+    let parquet = files_under(&dir.path().join("lake/wh"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .count();
+    assert_eq!(parquet, 2, "the tagged snapshot's file and the current one's");
+}
+
+/// Commits `count` one-row files (`in-N.csv`, id N) into `table` of `lake/`, one run
+/// each, with `sink_extra(N)` as more sink keys (YAML lines indented as sink keys).
+fn one_row_commits(dir: &Path, table: &str, count: usize, sink_extra: impl Fn(usize) -> String) {
+    for n in 0..count {
+        write(dir, &format!("in-{n}.csv"), &format!("id,name\n{n},name-{n}\n"));
+        let job = write(
+            dir,
+            "job.yaml",
+            &format!(
+                "source:\n  path: in-{n}.csv\nsink:\n  iceberg:\n\
+                 \x20   catalog: {{ type: sql, uri: lake/catalog.db, warehouse: lake/wh }}\n\
+                 \x20   table: {table}\n{}",
+                sink_extra(n)
+            ),
+        );
+        outflow().args(["run", "--quiet"]).arg(&job).assert().success();
+    }
 }

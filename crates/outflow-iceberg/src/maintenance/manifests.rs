@@ -1,5 +1,3 @@
-//! Table maintenance: work on a table's metadata that no write does on its own.
-//!
 //! [`rewrite_manifests`] merges the small data manifests of the table's current partition
 //! spec into manifests of about the target size, in one `replace` snapshot: the same files,
 //! the same rows, fewer manifests for readers to open. It packs them as appends merge
