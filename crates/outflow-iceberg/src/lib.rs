@@ -15,8 +15,8 @@
 //! And Iceberg's own: [`writer`] (a table's data files), [`commit`] (snapshots with
 //! idempotent commit ids, overwrite, schema commits), [`loads`] (the record of the source
 //! files each commit loaded, for exactly-once reruns), [`manifest`] (a fast writer of the
-//! manifests appends make, and merging them), [`maintenance`] (expiring snapshots, rewriting a table's
-//! manifests), [`staged`] (the committer of a two-phase write, [`IcebergCommitter`]),
+//! manifests appends make, and merging them), [`maintenance`] (expiring snapshots,
+//! removing orphan files, rewriting a table's manifests), [`staged`] (the committer of a two-phase write, [`IcebergCommitter`]),
 //! [`partition`] (partition and sort fields as users write them) and [`add_files`] ([`AddFiles`]: existing Parquet files registered from their
 //! footers, evolving the schema).
 #![deny(missing_docs)]

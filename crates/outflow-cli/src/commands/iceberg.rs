@@ -13,8 +13,9 @@ use outflow_core::{
 };
 use outflow_iceberg::add_files::{AddFiles, AddFilesOptions, AddFilesResult, BatchWindow};
 use outflow_iceberg::maintenance::{
-    ExpireSnapshotsOptions, ExpireSnapshotsReport, RewriteManifestsOptions, RewriteManifestsReport,
-    expire_snapshots as expire_snapshots_of, rewrite_manifests as rewrite_manifests_of,
+    ExpireSnapshotsOptions, ExpireSnapshotsReport, RemoveOrphansOptions, RemoveOrphansReport,
+    RewriteManifestsOptions, RewriteManifestsReport, expire_snapshots as expire_snapshots_of,
+    remove_orphans as remove_orphans_of, rewrite_manifests as rewrite_manifests_of,
 };
 use outflow_iceberg::{CatalogConfig, IcebergCatalog, TableCreateOptions};
 
@@ -60,6 +61,93 @@ pub enum IcebergCommand {
     /// referenced (never the current snapshot, nor one a branch or tag points at).
     #[command(name = "expire-snapshots", after_help = after_help(EXPIRE_SNAPSHOTS_HELP))]
     ExpireSnapshots(ExpireSnapshotsArgs),
+    /// Delete the files under a table's location that no snapshot references and that are
+    /// older than a safety age (what failed writers left behind).
+    #[command(name = "remove-orphans", after_help = after_help(REMOVE_ORPHANS_HELP))]
+    RemoveOrphans(RemoveOrphansArgs),
+}
+
+/// Examples for `outflow iceberg remove-orphans --help`.
+pub const REMOVE_ORPHANS_HELP: &str = "\
+Examples:
+  outflow iceberg remove-orphans --catalog-uri ./lake/catalog.db --warehouse ./lake/warehouse \\
+      --table db.events                              files older than 3 days
+  outflow iceberg remove-orphans ... --dry-run      list them, delete nothing
+
+A writer running now has files no snapshot references yet: keep --older-than longer than
+any write takes. Tables on the local filesystem only, for now.";
+
+/// Arguments of `outflow iceberg remove-orphans`.
+#[derive(Debug, Args)]
+pub struct RemoveOrphansArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub catalog: CatalogArgs,
+    /// The table.
+    #[arg(long, value_name = "NAMESPACE.TABLE")]
+    pub table: String,
+    /// Only files last modified longer ago than this go (`3d`, `12h`).
+    #[arg(long, value_name = "AGE", default_value = "3d", value_parser = outflow_core::duration::parse)]
+    pub older_than: Duration,
+    /// List the orphans, delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `outflow iceberg remove-orphans`.
+pub async fn execute_remove_orphans(args: RemoveOrphansArgs) -> ExitStatus {
+    let report = remove_orphans(&args).await;
+    print_report("iceberg remove-orphans", report, args.json, orphans_summary)
+}
+
+async fn remove_orphans(args: &RemoveOrphansArgs) -> Result<RemoveOrphansReport> {
+    let config = catalog(&args.catalog)?;
+    let retry = outflow_core::RetryPolicy::default();
+    let catalog = IcebergCatalog::connect_with_retry(&config, &retry).await?;
+    let options = RemoveOrphansOptions {
+        older_than_ms: now_ms() - args.older_than.as_millis() as i64,
+        dry_run: args.dry_run,
+    };
+    remove_orphans_of(&catalog, &args.table, &options, &retry).await
+}
+
+/// "db.t: deleted 2 orphan files of 14 (1 younger than the safety age kept)".
+fn orphans_summary(report: &RemoveOrphansReport) -> String {
+    let table = &report.table;
+    let count = report.orphans.len() - report.not_deleted.len();
+    let mut out = if report.dry_run {
+        format!(
+            "{table}: would delete {} orphan files of {} (dry run)\n",
+            report.orphans.len(),
+            report.files
+        )
+    } else {
+        format!("{table}: deleted {count} orphan files of {}\n", report.files)
+    };
+    if report.too_young > 0 {
+        out.push_str(&format!(
+            "  kept {} younger than --older-than (a writer may still commit them)\n",
+            report.too_young
+        ));
+    }
+    if report.dry_run && !report.orphans.is_empty() {
+        out.push_str(&format!("  {}\n", output::some_names(&report.orphans)));
+    }
+    for line in &report.not_deleted {
+        out.push_str(&format!("  not deleted: {line}\n"));
+    }
+    out
+}
+
+/// Now, in milliseconds since the epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Examples for `outflow iceberg expire-snapshots --help`.
@@ -108,12 +196,8 @@ async fn expire_snapshots(args: &ExpireSnapshotsArgs) -> Result<ExpireSnapshotsR
     let config = catalog(&args.catalog)?;
     let retry = outflow_core::RetryPolicy::default();
     let catalog = IcebergCatalog::connect_with_retry(&config, &retry).await?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
     let options = ExpireSnapshotsOptions {
-        older_than_ms: now_ms - args.older_than.as_millis() as i64,
+        older_than_ms: now_ms() - args.older_than.as_millis() as i64,
         retain_last: args.retain_last,
         dry_run: args.dry_run,
     };
@@ -251,6 +335,7 @@ impl IcebergCommand {
             IcebergCommand::AddFiles(args) => execute_add_files(*args).await,
             IcebergCommand::RewriteManifests(args) => execute_rewrite_manifests(args).await,
             IcebergCommand::ExpireSnapshots(args) => execute_expire_snapshots(args).await,
+            IcebergCommand::RemoveOrphans(args) => execute_remove_orphans(args).await,
         }
     }
 }

@@ -72,7 +72,8 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Iceberg tables: register existing Parquet files (`outflow iceberg add-files`), merge
     /// small manifests (`outflow iceberg rewrite-manifests`), expire old snapshots
-    /// (`outflow iceberg expire-snapshots`).
+    /// (`outflow iceberg expire-snapshots`), delete orphan files (`outflow iceberg
+    /// remove-orphans`).
     #[cfg(feature = "iceberg")]
     #[command(subcommand)]
     Iceberg(iceberg::IcebergCommand),

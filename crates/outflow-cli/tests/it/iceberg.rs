@@ -672,3 +672,67 @@ fn one_row_commits(dir: &Path, table: &str, count: usize, sink_extra: impl Fn(us
         outflow().args(["run", "--quiet"]).arg(&job).assert().success();
     }
 }
+
+/// `outflow iceberg remove-orphans`: files no snapshot references (a data file and a
+/// manifest a killed writer left, made old) are listed by a dry run and deleted by a run;
+/// one younger than the safety age and every referenced file stay, and both readers read
+/// the same rows after.
+#[test]
+fn remove_orphans_deletes_old_unreferenced_files_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    one_row_commits(dir.path(), "db.orphans", 3, |_| String::new());
+    let table_dir = dir.path().join("lake/wh/db/orphans");
+    let referenced = files_under(&table_dir);
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(4 * 24 * 3600);
+    let plant = |relative: &str, modified: Option<std::time::SystemTime>| {
+        let path = table_dir.join(relative);
+        std::fs::write(&path, b"left by a writer that never committed").unwrap();
+        if let Some(time) = modified {
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(time)
+                .unwrap();
+        }
+        path
+    };
+    let data = plant("data/00000-killed.parquet", Some(old));
+    let manifest = plant("metadata/killed-m0.avro", Some(old));
+    let young = plant("data/00001-running.parquet", None);
+    let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
+    let before = catalog.read_both("db.orphans");
+    let remove = |extra: &[&str]| {
+        let out = outflow()
+            .current_dir(dir.path())
+            .args(["iceberg", "remove-orphans", "--catalog-uri", "lake/catalog.db"])
+            .args(["--warehouse", "lake/wh", "--table", "db.orphans", "--json"])
+            .args(extra)
+            .assert()
+            .success();
+        serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap()
+    };
+    let planned = remove(&["--dry-run"]);
+    let expected = json!([data.display().to_string(), manifest.display().to_string()]);
+    assert_eq!(planned["orphans"], expected, "{planned}");
+    assert_eq!(planned["too_young"], 1, "{planned}");
+    assert!(data.exists() && manifest.exists(), "a dry run deletes nothing");
+
+    let done = remove(&[]);
+    assert_eq!(done["orphans"], expected, "{done}");
+    assert_eq!(done["not_deleted"], json!([]), "{done}");
+    assert!(!data.exists() && !manifest.exists());
+    assert!(young.exists(), "younger than the safety age");
+    let mut left = files_under(&table_dir);
+    left.retain(|p| p != &young);
+    left.sort();
+    let mut referenced = referenced;
+    referenced.sort();
+    assert_eq!(left, referenced);
+    assert_eq!(catalog.read_both("db.orphans")["rows"], before["rows"]);
+
+    let all = remove(&["--older-than", "0s"]);
+    assert_eq!(all["orphans"], json!([young.display().to_string()]), "{all}");
+    assert!(!young.exists());
+    assert_eq!(catalog.read_both("db.orphans")["row_count"], 3);
+}

@@ -23,6 +23,7 @@ use iceberg::{TableRequirement, TableUpdate};
 use outflow_core::{Error, Result, RetryPolicy};
 use serde::Serialize;
 
+use super::manifests_of;
 use crate::client::{IcebergCatalog, IcebergResultExt};
 use crate::schema::{parse_table_ident, table_name};
 
@@ -234,27 +235,17 @@ async fn unreachable_files(
     table: &Table,
     expired: &HashSet<i64>,
 ) -> Result<(Vec<String>, BTreeMap<String, usize>)> {
-    let metadata = table.metadata();
     let io = table.file_io();
-    let name = table_name(table.identifier());
     // Manifests named by each side's manifest lists.
     let mut lists_gone = Vec::new();
     let mut kept_manifests = BTreeMap::new();
     let mut expired_manifests = BTreeMap::new();
-    for snapshot in metadata.snapshots() {
-        let list = table
-            .manifest_list_reader(snapshot)
-            .load()
-            .await
-            .doing(format_args!(
-                "reading the manifest list of snapshot {} of {name}",
-                snapshot.snapshot_id()
-            ))?;
-        let gone = expired.contains(&snapshot.snapshot_id());
+    for snapshot in manifests_of(table).await? {
+        let gone = expired.contains(&snapshot.snapshot_id);
         if gone {
-            lists_gone.push(snapshot.manifest_list().to_string());
+            lists_gone.push(snapshot.manifest_list);
         }
-        for manifest in list.consume_entries() {
+        for manifest in snapshot.manifests {
             if gone {
                 expired_manifests.insert(manifest.manifest_path.clone(), manifest);
             } else {
