@@ -244,15 +244,13 @@ impl<'a> Ledger<'a> {
     }
 
     async fn create(&self) -> Result<()> {
-        let what = format!("creating the load ledger {}", self.table);
         let sql = format!(
             "CREATE TABLE IF NOT EXISTS {} (destination STRING NOT NULL, load_id STRING NOT NULL, \
              state STRING NOT NULL, files STRING, visibility STRING, replaces BOOL, \
              recorded_at TIMESTAMP NOT NULL)",
             self.table.sql()
         );
-        self.admin.query(&self.table.project, &what, &sql, &[]).await?;
-        Ok(())
+        self.admin.create_once(&self.table, &sql).await
     }
 
     async fn write(

@@ -170,8 +170,19 @@ fn entry(row: &Row) -> Option<Result<LedgerEntry>> {
 }
 
 impl BigtableClient {
+    /// Creates the ledger table, or gives it the family it lacks.
+    pub(crate) async fn make_ledger(&self) -> Result<()> {
+        let options = TableCreateOptions::builder()
+            .column_family(ColumnFamily::new(FAMILY).with_gc_rule(GcRule::MaxVersions(1)))
+            .build()?;
+        self.prepare_table(LEDGER_TABLE, CreateDisposition::CreateIfNeeded, Some(&options))
+            .await?;
+        Ok(())
+    }
+
     /// Records that `load` is about to write rows to `table`, at `write_time` (under
-    /// write_time cells), and whether writing them again gives the same cells.
+    /// write_time cells), and whether writing them again gives the same cells. The ledger
+    /// table exists ([`BigtableClient::make_ledger`]).
     pub(crate) async fn record_intent(
         &self,
         table: &str,
@@ -179,11 +190,6 @@ impl BigtableClient {
         write_time: Option<i64>,
         replays: bool,
     ) -> Result<()> {
-        let options = TableCreateOptions::builder()
-            .column_family(ColumnFamily::new(FAMILY).with_gc_rule(GcRule::MaxVersions(1)))
-            .build()?;
-        self.prepare_table(LEDGER_TABLE, CreateDisposition::CreateIfNeeded, Some(&options))
-            .await?;
         let mut cells = vec![
             ("files", loads::encode(&load.files)),
             ("replays", if replays { "1" } else { "0" }.to_string()),

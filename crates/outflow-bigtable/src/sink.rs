@@ -159,6 +159,8 @@ pub(crate) struct Shared {
     load: std::sync::Mutex<Option<Arc<Load>>>,
     /// The write time of the load's cells.
     pub(crate) load_time: LoadTime,
+    /// Set once the ledger table is made, which the first intent does.
+    ledger: OnceCell<()>,
 }
 
 impl std::fmt::Debug for BigtableSink {
@@ -181,6 +183,7 @@ impl BigtableSink {
                 prepared: Mutex::new(HashMap::new()),
                 load: std::sync::Mutex::new(None),
                 load_time: LoadTime::now(),
+                ledger: OnceCell::new(),
             }),
             state: WriteState::default(),
         })
@@ -333,8 +336,9 @@ impl Shared {
                     continue;
                 }
                 let write_time = encoder.uses_write_time().then_some(now_micros);
-                self.client()
-                    .await?
+                let client = self.client().await?;
+                self.ledger.get_or_try_init(|| client.make_ledger()).await?;
+                client
                     .record_intent(table, load, write_time, encoder.replays_exactly())
                     .await?;
                 state.intended.insert(table.clone());

@@ -20,6 +20,8 @@ mod preparer;
 
 pub use preparer::BigQueryPreparer;
 
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use google_cloud_bigquery_v2::model as bq;
@@ -172,6 +174,8 @@ pub struct Admin {
     clients: Clients,
     policy: RetryPolicy,
     timeout: Duration,
+    /// Tables [`Admin::create_once`] made (or found), so each costs one DDL statement.
+    created: Arc<std::sync::Mutex<HashSet<TableRef>>>,
 }
 
 impl Admin {
@@ -182,6 +186,7 @@ impl Admin {
             clients,
             policy,
             timeout,
+            created: Arc::default(),
         }
     }
 
@@ -403,6 +408,22 @@ impl Admin {
         let what = format!("checking that {t} is empty");
         let sql = format!("SELECT 1 FROM {} LIMIT 1", t.sql());
         Ok(self.query(&t.project, &what, &sql, &[]).await?.is_empty())
+    }
+
+    /// Creates `t` with `ddl` (a `CREATE TABLE IF NOT EXISTS` statement), once per admin:
+    /// later calls for the same table make no request.
+    pub async fn create_once(&self, t: &TableRef, ddl: &str) -> Result<()> {
+        let known = |t: &TableRef| self.created.lock().unwrap_or_else(|e| e.into_inner()).contains(t);
+        if known(t) {
+            return Ok(());
+        }
+        let what = format!("creating {t}");
+        self.query(&t.project, &what, ddl, &[]).await?;
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(t.clone());
+        Ok(())
     }
 
     /// Runs a GoogleSQL statement in `project` with named parameters, waiting for it and
