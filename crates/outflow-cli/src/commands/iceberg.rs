@@ -104,9 +104,7 @@ pub async fn execute_remove_orphans(args: RemoveOrphansArgs) -> ExitStatus {
 }
 
 async fn remove_orphans(args: &RemoveOrphansArgs) -> Result<RemoveOrphansReport> {
-    let config = catalog(&args.catalog)?;
-    let retry = outflow_core::RetryPolicy::default();
-    let catalog = IcebergCatalog::connect_with_retry(&config, &retry).await?;
+    let (catalog, retry) = connect(&args.catalog).await?;
     let options = RemoveOrphansOptions {
         older_than_ms: now_ms() - args.older_than.as_millis() as i64,
         dry_run: args.dry_run,
@@ -140,6 +138,14 @@ fn orphans_summary(report: &RemoveOrphansReport) -> String {
         out.push_str(&format!("  not deleted: {line}\n"));
     }
     out
+}
+
+/// The catalog a maintenance command works in, and the retry policy it works under.
+async fn connect(args: &CatalogArgs) -> Result<(IcebergCatalog, outflow_core::RetryPolicy)> {
+    let config = catalog(args)?;
+    let retry = outflow_core::RetryPolicy::default();
+    let catalog = IcebergCatalog::connect_with_retry(&config, &retry).await?;
+    Ok((catalog, retry))
 }
 
 /// Now, in milliseconds since the epoch.
@@ -193,9 +199,7 @@ pub async fn execute_expire_snapshots(args: ExpireSnapshotsArgs) -> ExitStatus {
 }
 
 async fn expire_snapshots(args: &ExpireSnapshotsArgs) -> Result<ExpireSnapshotsReport> {
-    let config = catalog(&args.catalog)?;
-    let retry = outflow_core::RetryPolicy::default();
-    let catalog = IcebergCatalog::connect_with_retry(&config, &retry).await?;
+    let (catalog, retry) = connect(&args.catalog).await?;
     let options = ExpireSnapshotsOptions {
         older_than_ms: now_ms() - args.older_than.as_millis() as i64,
         retain_last: args.retain_last,
@@ -300,9 +304,7 @@ fn print_report<R: serde::Serialize>(
 }
 
 async fn rewrite_manifests(args: &RewriteManifestsArgs) -> Result<RewriteManifestsReport> {
-    let config = catalog(&args.catalog)?;
-    let retry = outflow_core::RetryPolicy::default();
-    let catalog = IcebergCatalog::connect_with_retry(&config, &retry).await?;
+    let (catalog, retry) = connect(&args.catalog).await?;
     let options = RewriteManifestsOptions {
         target_bytes: args.target_size_bytes,
         dry_run: args.dry_run,

@@ -445,16 +445,7 @@ fn parts_job(
         rest = env.rest,
         grpc = env.grpc,
     );
-    let job = dir.join(format!("{table}.yaml"));
-    std::fs::write(
-        &job,
-        format!(
-            "source:\n  path: in/*.csv\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}}, {{name: rides, type: long}} ] }}\n\
-             sink:\n{sink}"
-        ),
-    )
-    .unwrap();
-    job
+    crate::city_parts_job(dir, table, &sink)
 }
 
 /// Reruns load only new files: the dataset's `_outflow_loads` records which files each

@@ -295,19 +295,13 @@ fn ctrl_c_leaves_exactly_the_rows_the_error_says_bigtable_applied() {
 /// A job reading `in/*.csv` (`id`, `city`) into `table`, family `info`, with more sink
 /// `options`.
 fn parts_job(dir: &std::path::Path, host: &str, table: &str, options: &str) -> std::path::PathBuf {
-    let job = dir.join(format!("{table}.yaml"));
-    std::fs::write(
-        &job,
-        format!(
-            "source:\n  path: in/*.csv\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}}, {{name: rides, type: long}} ] }}\n\
-             sink:\n  bigtable:\n    project: {PROJECT}\n    instance: {INSTANCE}\n    table: {table}\n\
-             \x20   endpoint: {host}\n\
-             \x20   table_options: {{ column_families: [ {{name: info}}, {{name: stats, type: {{aggregate: sum}}}} ] }}\n\
-             \x20   row_key: {{ fields: [id] }}\n{options}"
-        ),
-    )
-    .unwrap();
-    job
+    let sink = format!(
+        "  bigtable:\n    project: {PROJECT}\n    instance: {INSTANCE}\n    table: {table}\n\
+         \x20   endpoint: {host}\n\
+         \x20   table_options: {{ column_families: [ {{name: info}}, {{name: stats, type: {{aggregate: sum}}}} ] }}\n\
+         \x20   row_key: {{ fields: [id] }}\n{options}"
+    );
+    crate::city_parts_job(dir, table, &sink)
 }
 
 const INFO_ONLY: &str = "    columns: { explicit: [ {field: city, family: info} ] }\n";

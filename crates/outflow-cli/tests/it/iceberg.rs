@@ -463,16 +463,7 @@ fn rewrite_manifests_merges_small_manifests_and_a_dry_run_changes_nothing() {
     one_row_commits(dir.path(), "db.small", 6, |_| {
         "    table_options: { properties: { commit.manifest-merge.enabled: \"false\" } }\n".to_string()
     });
-    let rewrite = |extra: &[&str]| {
-        let out = outflow()
-            .current_dir(dir.path())
-            .args(["iceberg", "rewrite-manifests", "--catalog-uri", "lake/catalog.db"])
-            .args(["--warehouse", "lake/wh", "--table", "db.small", "--json"])
-            .args(extra)
-            .assert()
-            .success();
-        serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap()
-    };
+    let rewrite = |extra: &[&str]| maintenance(dir.path(), "rewrite-manifests", "db.small", extra);
     let planned = rewrite(&["--dry-run"]);
     assert_eq!(
         (
@@ -532,30 +523,11 @@ fn expire_snapshots_removes_old_snapshots_and_only_the_files_they_alone_reach() 
         format!("    write_disposition: {disposition}\n")
     });
     let expire = |extra: &[&str]| {
-        let out = outflow()
-            .current_dir(dir.path())
-            .args(["iceberg", "expire-snapshots", "--catalog-uri", "lake/catalog.db"])
-            .args([
-                "--warehouse",
-                "lake/wh",
-                "--table",
-                "db.hist",
-                "--older-than",
-                "0s",
-                "--json",
-            ])
-            .args(extra)
-            .assert()
-            .success();
-        serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap()
+        let args = [&["--older-than", "0s"], extra].concat();
+        maintenance(dir.path(), "expire-snapshots", "db.hist", &args)
     };
     let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
-    let parquet = || {
-        files_under(&dir.path().join("lake/wh"))
-            .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-            .count()
-    };
+    let parquet = || parquet_files(dir.path());
     let snapshots = |read: &Value| read["snapshots"].as_array().unwrap().len();
     let before = catalog.read_both("db.hist");
     assert_eq!(before["row_count"], 1, "the truncate left its one row");
@@ -617,21 +589,12 @@ fn expire_snapshots_keeps_what_a_tag_points_at() {
     });
     let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
     let tagged = catalog.pyiceberg_tag_oldest("db.tagged", "first-load");
-    let out = outflow()
-        .current_dir(dir.path())
-        .args(["iceberg", "expire-snapshots", "--catalog-uri", "lake/catalog.db"])
-        .args([
-            "--warehouse",
-            "lake/wh",
-            "--table",
-            "db.tagged",
-            "--older-than",
-            "0s",
-            "--json",
-        ])
-        .assert()
-        .success();
-    let report: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let report = maintenance(
+        dir.path(),
+        "expire-snapshots",
+        "db.tagged",
+        &["--older-than", "0s"],
+    );
     assert_eq!(report["expired"].as_array().unwrap().len(), 1, "{report}");
     assert_eq!(report["kept"], 2, "{report}");
     assert_eq!(
@@ -647,11 +610,11 @@ fn expire_snapshots_keeps_what_a_tag_points_at() {
         .collect();
     assert!(ids.contains(&&tagged["snapshot_id"]), "{read}");
     assert_eq!(read["row_count"], 1);
-    let parquet = files_under(&dir.path().join("lake/wh"))
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .count();
-    assert_eq!(parquet, 2, "the tagged snapshot's file and the current one's");
+    assert_eq!(
+        parquet_files(dir.path()),
+        2,
+        "the tagged snapshot's file and the current one's"
+    );
 }
 
 /// Commits `count` one-row files (`in-N.csv`, id N) into `table` of `lake/`, one run
@@ -702,16 +665,7 @@ fn remove_orphans_deletes_old_unreferenced_files_and_nothing_else() {
     let young = plant("data/00001-running.parquet", None);
     let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
     let before = catalog.read_both("db.orphans");
-    let remove = |extra: &[&str]| {
-        let out = outflow()
-            .current_dir(dir.path())
-            .args(["iceberg", "remove-orphans", "--catalog-uri", "lake/catalog.db"])
-            .args(["--warehouse", "lake/wh", "--table", "db.orphans", "--json"])
-            .args(extra)
-            .assert()
-            .success();
-        serde_json::from_slice::<Value>(&out.get_output().stdout).unwrap()
-    };
+    let remove = |extra: &[&str]| maintenance(dir.path(), "remove-orphans", "db.orphans", extra);
     let planned = remove(&["--dry-run"]);
     let expected = json!([data.display().to_string(), manifest.display().to_string()]);
     assert_eq!(planned["orphans"], expected, "{planned}");
@@ -735,4 +689,25 @@ fn remove_orphans_deletes_old_unreferenced_files_and_nothing_else() {
     assert_eq!(all["orphans"], json!([young.display().to_string()]), "{all}");
     assert!(!young.exists());
     assert_eq!(catalog.read_both("db.orphans")["row_count"], 3);
+}
+
+/// Runs `outflow iceberg COMMAND --table TABLE --json EXTRA...` on the catalog in
+/// `dir/lake`, expecting success; its JSON report.
+fn maintenance(dir: &Path, command: &str, table: &str, extra: &[&str]) -> Value {
+    let out = outflow()
+        .current_dir(dir)
+        .args(["iceberg", command, "--catalog-uri", "lake/catalog.db"])
+        .args(["--warehouse", "lake/wh", "--table", table, "--json"])
+        .args(extra)
+        .assert()
+        .success();
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+/// How many Parquet files are under the warehouse in `dir/lake`.
+fn parquet_files(dir: &Path) -> usize {
+    files_under(&dir.join("lake/wh"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .count()
 }

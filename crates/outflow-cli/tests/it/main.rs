@@ -133,6 +133,21 @@ fn city_part(dir: &std::path::Path, name: &str, ids: std::ops::Range<i64>) {
     std::fs::write(dir.join(format!("in/{name}.csv")), csv).unwrap();
 }
 
+/// Writes the job `{name}.yaml` in `dir`, reading `in/*.csv` (the files of [`city_part`])
+/// into `sink`, the sink section's YAML (indented by two spaces).
+fn city_parts_job(dir: &std::path::Path, name: &str, sink: &str) -> std::path::PathBuf {
+    let job = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &job,
+        format!(
+            "source:\n  path: in/*.csv\n  csv: {{ schema: [ {{name: id, type: long, required: true}}, {{name: city, type: string}}, {{name: rides, type: long}} ] }}\n\
+             sink:\n{sink}"
+        ),
+    )
+    .unwrap();
+    job
+}
+
 /// Writes `in.csv` in `dir`: a header `id,city` and a row per id, then, with `bad_line`, a
 /// line whose id is not a number.
 fn city_csv(dir: &std::path::Path, ids: std::ops::Range<u64>, bad_line: bool) {
