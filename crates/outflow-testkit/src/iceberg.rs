@@ -183,6 +183,22 @@ impl TestCatalog {
         )
     }
 
+    /// Java Iceberg's view of the current snapshot's data files: `{"files": [{path,
+    /// partition, spec_id, record_count, file_size, delete_files, value_counts,
+    /// null_counts, lower_bounds, upper_bounds}]}`, sorted by path; counts and bounds by
+    /// column name.
+    pub fn java_files(&self, table: &str) -> Value {
+        self.call(Reader::Java, "files", table, &[])
+    }
+
+    /// Has Java Iceberg delete the rows whose `column` (int, long or string) is one of
+    /// `values`, by `mode` (`position` or `equality`) delete files in one row delta;
+    /// returns `{"delete_files", "positions"}`.
+    pub fn java_delete_rows(&self, table: &str, column: &str, values: &[&str], mode: &str) -> Value {
+        let args = ["--column", column, "--values", &values.join(","), "--mode", mode].map(String::from);
+        self.call(Reader::Java, "delete-rows", table, &args)
+    }
+
     /// Has PyIceberg register existing Parquet files (`add_files`).
     pub fn pyiceberg_add_files(&self, table: &str, files: &[PathBuf]) -> Value {
         let mut args = vec!["--files".to_string()];

@@ -28,7 +28,10 @@ import org.apache.iceberg.catalog.TableIdentifier;
  *     [--warehouse file:///abs/dir] --table ns.name [--property key=value ...]
  * </pre>
  *
- * Prints one canonical JSON document (see {@link TableDump}) on stdout; exits non-zero with a
+ * <p>{@code files} and {@code delete-rows} take the same options (see {@link TableFiles});
+ * {@code delete-rows} is the one verb that changes the table.
+ *
+ * <p>Prints one canonical JSON document (see {@link TableDump}) on stdout; exits non-zero with a
  * message on stderr when anything fails.
  *
  * <p>{@code java -jar reader.jar serve} answers many reads in one JVM, so that a test binary
@@ -103,8 +106,9 @@ public final class Main {
 
   /** One {@code read}: the table's canonical JSON document. */
   private static String read(String[] args) throws Exception {
-    if (!"read".equals(args[0])) {
-      throw new UsageException("unknown subcommand '" + args[0] + "'");
+    String verb = args[0];
+    if (!Arrays.asList("read", "files", "delete-rows").contains(verb)) {
+      throw new UsageException("unknown subcommand '" + verb + "'");
     }
     Map<String, String> opts = new HashMap<>();
     List<String> extraProps = new ArrayList<>();
@@ -117,7 +121,8 @@ public final class Main {
       String value = args[++i];
       if (key.equals("property")) {
         extraProps.add(value);
-      } else if (Arrays.asList("catalog-type", "catalog-name", "uri", "warehouse", "table")
+      } else if (Arrays.asList(
+              "catalog-type", "catalog-name", "uri", "warehouse", "table", "column", "values", "mode")
           .contains(key)) {
         opts.put(key, value);
       } else {
@@ -180,7 +185,23 @@ public final class Main {
         CatalogUtil.buildIcebergCatalog(opts.get("catalog-name"), props, new Configuration());
     try {
       Table table = catalog.loadTable(ident);
-      return TableDump.dump(tableName, table);
+      switch (verb) {
+        case "files":
+          return TableFiles.files(table);
+        case "delete-rows":
+          for (String required : List.of("column", "values", "mode")) {
+            if (!opts.containsKey(required)) {
+              throw new UsageException("delete-rows needs --" + required);
+            }
+          }
+          return TableFiles.deleteRows(
+              table,
+              opts.get("column"),
+              new java.util.HashSet<>(Arrays.asList(opts.get("values").split(","))),
+              opts.get("mode"));
+        default:
+          return TableDump.dump(tableName, table);
+      }
     } finally {
       if (catalog instanceof AutoCloseable) {
         ((AutoCloseable) catalog).close();
