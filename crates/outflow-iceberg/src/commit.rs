@@ -118,6 +118,47 @@ pub fn main_history(table: &Table) -> impl Iterator<Item = &SnapshotRef> {
     })
 }
 
+/// The manifests of `table`'s current snapshot (none without one).
+pub(crate) async fn current_manifests(table: &Table) -> Result<Vec<ManifestFile>> {
+    let Some(current) = table.metadata().current_snapshot() else {
+        return Ok(Vec::new());
+    };
+    Ok(table
+        .manifest_list_reader(current)
+        .load()
+        .await
+        .doing(format_args!(
+            "reading the manifest list of {}",
+            table_name(table.identifier())
+        ))?
+        .consume_entries()
+        .into_iter()
+        .collect())
+}
+
+/// The live data files of `table`'s current snapshot, each with the id of the partition
+/// spec its manifest was written for.
+pub(crate) async fn live_data_files(table: &Table) -> Result<Vec<(i32, DataFile)>> {
+    let mut out = Vec::new();
+    for manifest in current_manifests(table).await? {
+        if manifest.content != ManifestContentType::Data {
+            continue;
+        }
+        let loaded = manifest
+            .load_manifest(table.file_io())
+            .await
+            .doing(format_args!("reading manifest {}", manifest.manifest_path))?;
+        out.extend(
+            loaded
+                .entries()
+                .iter()
+                .filter(|e| e.is_alive())
+                .map(|e| (manifest.partition_spec_id, e.data_file().clone())),
+        );
+    }
+    Ok(out)
+}
+
 /// The snapshot of the main branch's history that carries `commit_id`, if any.
 pub fn find_commit(table: &Table, commit_id: &str) -> Option<i64> {
     main_history(table)

@@ -27,7 +27,7 @@ pub(crate) fn file_names(writer_id: &str) -> DefaultFileNameGenerator {
 
 type ParquetRolling =
     RollingFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
-type DataWriterBuilder =
+pub(crate) type DataWriterBuilder =
     DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
 /// Open data files of one table.
@@ -169,6 +169,30 @@ impl ParallelWriters {
     }
 }
 
+/// Data files of `table` in its current schema, rolled over at `target_bytes`, zstd at
+/// `level`: the writer builder every writer of Outflow's starts from.
+pub(crate) fn data_files(
+    table: &Table,
+    target_bytes: u64,
+    level: i32,
+    names: &DefaultFileNameGenerator,
+) -> Result<DataWriterBuilder> {
+    let metadata = table.metadata();
+    let level =
+        ZstdLevel::try_new(level).map_err(|e| Error::invalid_config("compression_level", e.to_string()))?;
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .build();
+    let rolling: ParquetRolling = RollingFileWriterBuilder::new(
+        ParquetWriterBuilder::new(properties, metadata.current_schema().clone()),
+        target_bytes as usize,
+        table.file_io().clone(),
+        DefaultLocationGenerator::new(metadata).doing("locating data files")?,
+        names.clone(),
+    );
+    Ok(DataFileWriterBuilder::new(rolling))
+}
+
 /// Opens data files for `table`: one rolling writer, or one per partition value.
 async fn open_files(
     table: &Table,
@@ -176,19 +200,12 @@ async fn open_files(
     names: &DefaultFileNameGenerator,
 ) -> Result<FileWriter> {
     let metadata = table.metadata();
-    let level = ZstdLevel::try_new(options.compression_level())
-        .map_err(|e| Error::invalid_config("compression_level", e.to_string()))?;
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
-        .build();
-    let rolling: ParquetRolling = RollingFileWriterBuilder::new(
-        ParquetWriterBuilder::new(properties, metadata.current_schema().clone()),
-        options.target_file_size_bytes() as usize,
-        table.file_io().clone(),
-        DefaultLocationGenerator::new(metadata).doing("locating data files")?,
-        names.clone(),
-    );
-    let builder = DataFileWriterBuilder::new(rolling);
+    let builder = data_files(
+        table,
+        options.target_file_size_bytes(),
+        options.compression_level(),
+        names,
+    )?;
     let spec = metadata.default_partition_spec();
     if spec.is_unpartitioned() {
         let writer = builder.build(None).await.doing("opening a data file")?;

@@ -13,9 +13,10 @@ use outflow_core::{
 };
 use outflow_iceberg::add_files::{AddFiles, AddFilesOptions, AddFilesResult, BatchWindow};
 use outflow_iceberg::maintenance::{
-    ExpireSnapshotsOptions, ExpireSnapshotsReport, RemoveOrphansOptions, RemoveOrphansReport,
-    RewriteManifestsOptions, RewriteManifestsReport, expire_snapshots as expire_snapshots_of,
-    remove_orphans as remove_orphans_of, rewrite_manifests as rewrite_manifests_of,
+    CompactOptions, CompactReport, ExpireSnapshotsOptions, ExpireSnapshotsReport, RemoveOrphansOptions,
+    RemoveOrphansReport, RewriteManifestsOptions, RewriteManifestsReport, compact as compact_of,
+    expire_snapshots as expire_snapshots_of, remove_orphans as remove_orphans_of,
+    rewrite_manifests as rewrite_manifests_of,
 };
 use outflow_iceberg::{CatalogConfig, IcebergCatalog, TableCreateOptions};
 
@@ -53,6 +54,10 @@ pub enum IcebergCommand {
     /// evolving its schema as allowed; creates the table when missing.
     #[command(name = "add-files", after_help = after_help(ADD_FILES_HELP))]
     AddFiles(Box<AddFilesArgs>),
+    /// Rewrite a table's small data files into files of the target size, per partition, in
+    /// one replace snapshot (the same rows, their deletes applied; fewer files to read).
+    #[command(after_help = after_help(COMPACT_HELP))]
+    Compact(CompactArgs),
     /// Merge a table's small data manifests into fewer, in one replace snapshot (the same
     /// files and rows; fewer manifests for readers to open).
     #[command(name = "rewrite-manifests", after_help = after_help(REWRITE_MANIFESTS_HELP))]
@@ -65,6 +70,121 @@ pub enum IcebergCommand {
     /// older than a safety age (what failed writers left behind).
     #[command(name = "remove-orphans", after_help = after_help(REMOVE_ORPHANS_HELP))]
     RemoveOrphans(RemoveOrphansArgs),
+}
+
+/// Examples for `outflow iceberg compact --help`.
+pub const COMPACT_HELP: &str = "\
+Examples:
+  outflow iceberg compact --catalog-uri ./lake/catalog.db --warehouse ./lake/warehouse \\
+      --table db.events
+  outflow iceberg compact ... --partition day=2026-11-30    one partition (values as in its path)
+  outflow iceberg compact ... --dry-run                     the groups it would rewrite
+
+Files smaller than --min-file-size-bytes (three quarters of the target) are rewritten,
+per partition, when a partition has --min-input-files of them or a target file's worth.
+Writers may keep committing: a group whose files another commit removed meanwhile is
+given up, and the rest is committed on top.";
+
+/// Arguments of `outflow iceberg compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub target: TableArgs,
+    /// The size of the files written (default: the table's write.target-file-size-bytes,
+    /// 512 MiB when unset).
+    #[arg(long, value_name = "BYTES")]
+    pub target_file_size_bytes: Option<u64>,
+    /// Rewrite files smaller than this (default: three quarters of the target).
+    #[arg(long, value_name = "BYTES")]
+    pub min_file_size_bytes: Option<u64>,
+    /// Leave a partition with fewer small files alone, unless they fill a target file.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub min_input_files: usize,
+    /// At most this many input bytes per group of files rewritten together.
+    #[arg(long, value_name = "BYTES", default_value_t = CompactOptions::default().max_group_bytes)]
+    pub max_group_bytes: u64,
+    /// Only partitions with this value (`field=value`, as in the partition's path); repeat
+    /// for more fields.
+    #[arg(long, value_name = "FIELD=VALUE", value_parser = partition_filter)]
+    pub partition: Vec<(String, String)>,
+    /// Sort each group's rows by the table's sort order (a group is then held in memory:
+    /// bound it with --max-group-bytes).
+    #[arg(long)]
+    pub sort: bool,
+    /// Say which groups it would rewrite, writing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn partition_filter(text: &str) -> std::result::Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((field, value)) if !field.trim().is_empty() => Ok((field.trim().to_string(), value.to_string())),
+        _ => Err(format!("'{text}' is not FIELD=VALUE")),
+    }
+}
+
+/// Runs `outflow iceberg compact`.
+pub async fn execute_compact(args: CompactArgs) -> ExitStatus {
+    let report = compact(&args).await;
+    print_report("iceberg compact", report, args.json, compact_summary)
+}
+
+async fn compact(args: &CompactArgs) -> Result<CompactReport> {
+    let (catalog, retry) = connect(&args.target.catalog).await?;
+    let options = CompactOptions {
+        target_file_size_bytes: args.target_file_size_bytes,
+        min_file_size_bytes: args.min_file_size_bytes,
+        min_input_files: args.min_input_files,
+        max_group_bytes: args.max_group_bytes,
+        partitions: args.partition.clone(),
+        sort: args.sort,
+        dry_run: args.dry_run,
+    };
+    compact_of(&catalog, &args.target.table, &options, &retry).await
+}
+
+/// "db.t: rewrote 500 files into 4 in 4 partitions (snapshot 123); 600 data files now 104".
+fn compact_summary(report: &CompactReport) -> String {
+    let table = &report.table;
+    let done: Vec<_> = report.groups.iter().filter(|g| g.given_up.is_none()).collect();
+    let inputs: usize = done.iter().map(|g| g.input_files).sum();
+    let outputs: usize = done.iter().map(|g| g.output_files).sum();
+    let partitions: std::collections::BTreeSet<_> = done.iter().map(|g| (g.spec_id, &g.partition)).collect();
+    let (before, after) = (report.data_files_before, report.data_files_after);
+    let mut out = if report.groups.is_empty() {
+        format!("{table}: {before} data files, nothing to compact\n")
+    } else if report.dry_run {
+        format!(
+            "{table}: would rewrite {inputs} files into about {outputs} in {} partitions; \
+             {before} data files, about {after} after (dry run)\n",
+            partitions.len()
+        )
+    } else {
+        let snapshot = report
+            .snapshot_id
+            .map_or("no snapshot".to_string(), |id| format!("snapshot {id}"));
+        format!(
+            "{table}: rewrote {inputs} files into {outputs} in {} partitions ({snapshot}); \
+             {before} data files, {after} now\n",
+            partitions.len()
+        )
+    };
+    for group in report.groups.iter().filter(|g| g.given_up.is_some()) {
+        let partition = if group.partition.is_empty() {
+            "(unpartitioned)"
+        } else {
+            &group.partition
+        };
+        out.push_str(&format!(
+            "  given up: {partition}: {}\n",
+            group.given_up.as_deref().unwrap_or_default()
+        ));
+    }
+    out
 }
 
 /// Examples for `outflow iceberg remove-orphans --help`.
@@ -82,10 +202,7 @@ any write takes. Tables on the local filesystem only, for now.";
 pub struct RemoveOrphansArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
-    pub catalog: CatalogArgs,
-    /// The table.
-    #[arg(long, value_name = "NAMESPACE.TABLE")]
-    pub table: String,
+    pub target: TableArgs,
     /// Only files last modified longer ago than this go (`3d`, `12h`).
     #[arg(long, value_name = "AGE", default_value = "3d", value_parser = outflow_core::duration::parse)]
     pub older_than: Duration,
@@ -104,12 +221,12 @@ pub async fn execute_remove_orphans(args: RemoveOrphansArgs) -> ExitStatus {
 }
 
 async fn remove_orphans(args: &RemoveOrphansArgs) -> Result<RemoveOrphansReport> {
-    let (catalog, retry) = connect(&args.catalog).await?;
+    let (catalog, retry) = connect(&args.target.catalog).await?;
     let options = RemoveOrphansOptions {
         older_than_ms: now_ms() - args.older_than.as_millis() as i64,
         dry_run: args.dry_run,
     };
-    remove_orphans_of(&catalog, &args.table, &options, &retry).await
+    remove_orphans_of(&catalog, &args.target.table, &options, &retry).await
 }
 
 /// "db.t: deleted 2 orphan files of 14 (1 younger than the safety age kept)".
@@ -174,10 +291,7 @@ and the command still succeeds (the snapshot is gone; the file is an orphan).";
 pub struct ExpireSnapshotsArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
-    pub catalog: CatalogArgs,
-    /// The table.
-    #[arg(long, value_name = "NAMESPACE.TABLE")]
-    pub table: String,
+    pub target: TableArgs,
     /// Expire snapshots committed longer ago than this (`5d`, `12h`, `0s` for all).
     #[arg(long, value_name = "AGE", default_value = "5d", value_parser = outflow_core::duration::parse)]
     pub older_than: Duration,
@@ -199,13 +313,13 @@ pub async fn execute_expire_snapshots(args: ExpireSnapshotsArgs) -> ExitStatus {
 }
 
 async fn expire_snapshots(args: &ExpireSnapshotsArgs) -> Result<ExpireSnapshotsReport> {
-    let (catalog, retry) = connect(&args.catalog).await?;
+    let (catalog, retry) = connect(&args.target.catalog).await?;
     let options = ExpireSnapshotsOptions {
         older_than_ms: now_ms() - args.older_than.as_millis() as i64,
         retain_last: args.retain_last,
         dry_run: args.dry_run,
     };
-    expire_snapshots_of(&catalog, &args.table, &options, &retry).await
+    expire_snapshots_of(&catalog, &args.target.table, &options, &retry).await
 }
 
 /// "db.t: expired 3 snapshots (2 kept); deleted 3 manifest lists, 2 manifests, 4 data files".
@@ -260,10 +374,7 @@ Appends already merge small manifests past the table's commit.manifest.min-count
 pub struct RewriteManifestsArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
-    pub catalog: CatalogArgs,
-    /// The table.
-    #[arg(long, value_name = "NAMESPACE.TABLE")]
-    pub table: String,
+    pub target: TableArgs,
     /// A merged manifest's size limit (default: the table's
     /// commit.manifest.target-size-bytes, 8 MiB when unset).
     #[arg(long, value_name = "BYTES")]
@@ -304,12 +415,12 @@ fn print_report<R: serde::Serialize>(
 }
 
 async fn rewrite_manifests(args: &RewriteManifestsArgs) -> Result<RewriteManifestsReport> {
-    let (catalog, retry) = connect(&args.catalog).await?;
+    let (catalog, retry) = connect(&args.target.catalog).await?;
     let options = RewriteManifestsOptions {
         target_bytes: args.target_size_bytes,
         dry_run: args.dry_run,
     };
-    rewrite_manifests_of(&catalog, &args.table, &options, &retry).await
+    rewrite_manifests_of(&catalog, &args.target.table, &options, &retry).await
 }
 
 /// "db.t: 12 data manifests merged into 2 (snapshot 123)".
@@ -335,11 +446,23 @@ impl IcebergCommand {
     pub async fn execute(self) -> ExitStatus {
         match self {
             IcebergCommand::AddFiles(args) => execute_add_files(*args).await,
+            IcebergCommand::Compact(args) => execute_compact(args).await,
             IcebergCommand::RewriteManifests(args) => execute_rewrite_manifests(args).await,
             IcebergCommand::ExpireSnapshots(args) => execute_expire_snapshots(args).await,
             IcebergCommand::RemoveOrphans(args) => execute_remove_orphans(args).await,
         }
     }
+}
+
+/// The table a maintenance command works on.
+#[derive(Debug, Args)]
+pub struct TableArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub catalog: CatalogArgs,
+    /// The table.
+    #[arg(long, value_name = "NAMESPACE.TABLE")]
+    pub table: String,
 }
 
 /// The catalog flags of the Iceberg subcommands.
@@ -363,10 +486,7 @@ pub struct CatalogArgs {
 pub struct AddFilesArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
-    pub catalog: CatalogArgs,
-    /// The table.
-    #[arg(long, value_name = "NAMESPACE.TABLE")]
-    pub table: String,
+    pub target: TableArgs,
     /// Schema changes allowed (`schema_evolution.options`), comma-separated, spelled as in
     /// job files or short: allow_field_addition (field-addition), allow_field_relaxation
     /// (field-relaxation), allow_type_promotion (type-promotion). None: files must fit the
@@ -559,8 +679,8 @@ fn options(args: &AddFilesArgs) -> Result<AddFilesOptions> {
         .parse()
         .map_err(|e: Error| Error::invalid_config("--create-disposition", e.message()))?;
     let mut builder = AddFilesOptions::builder()
-        .catalog(catalog(&args.catalog)?)
-        .table(args.table.clone())
+        .catalog(catalog(&args.target.catalog)?)
+        .table(args.target.table.clone())
         .create_disposition(disposition)
         .schema_evolution(evolution(args)?)
         .max_concurrent_reads(args.max_concurrent_reads);

@@ -617,6 +617,67 @@ fn expire_snapshots_keeps_what_a_tag_points_at() {
     );
 }
 
+/// `outflow iceberg compact`: a dry run says what it would rewrite and writes nothing; a
+/// run rewrites six one-row files into one in a replace snapshot both readers read the same
+/// rows from; expiring the older snapshots then leaves that one file.
+#[test]
+fn compact_rewrites_small_files_and_expiry_removes_the_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    one_row_commits(dir.path(), "db.small", 6, |_| String::new());
+    let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
+    let before = catalog.read_both("db.small");
+    let compact = |extra: &[&str]| maintenance(dir.path(), "compact", "db.small", extra);
+
+    let planned = compact(&["--dry-run"]);
+    assert_eq!(
+        (&planned["data_files_before"], &planned["data_files_after"]),
+        (&json!(6), &json!(1)),
+        "{planned}"
+    );
+    assert_eq!(planned["groups"][0]["input_files"], 6, "{planned}");
+    assert_eq!(parquet_files(dir.path()), 6, "a dry run writes nothing");
+    let too_many = compact(&["--dry-run", "--min-input-files", "7"]);
+    assert_eq!(too_many["groups"], json!([]), "{too_many}");
+
+    let done = compact(&[]);
+    assert!(done["snapshot_id"].is_i64(), "{done}");
+    assert_eq!(done["groups"][0]["output_records"], 6, "{done}");
+    let after = catalog.read_both("db.small");
+    assert_eq!(after["rows"], before["rows"]);
+    assert_eq!(parquet_files(dir.path()), 7, "the old files stay for time travel");
+    maintenance(
+        dir.path(),
+        "expire-snapshots",
+        "db.small",
+        &["--older-than", "0s"],
+    );
+    assert_eq!(parquet_files(dir.path()), 1);
+    assert_eq!(catalog.read_both("db.small")["rows"], before["rows"]);
+
+    let text = outflow()
+        .current_dir(dir.path())
+        .args(["iceberg", "compact", "--catalog-uri", "lake/catalog.db"])
+        .args(["--warehouse", "lake/wh", "--table", "db.small"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&text.get_output().stdout).to_string();
+    assert_eq!(text, "db.small: 1 data files, nothing to compact\n");
+    outflow()
+        .current_dir(dir.path())
+        .args(["iceberg", "compact", "--catalog-uri", "lake/catalog.db"])
+        .args([
+            "--warehouse",
+            "lake/wh",
+            "--table",
+            "db.small",
+            "--partition",
+            "nonsense",
+        ])
+        .assert()
+        .code(2)
+        .stderr(contains("'nonsense' is not FIELD=VALUE"));
+}
+
 /// Commits `count` one-row files (`in-N.csv`, id N) into `table` of `lake/`, one run
 /// each, with `sink_extra(N)` as more sink keys (YAML lines indented as sink keys).
 fn one_row_commits(dir: &Path, table: &str, count: usize, sink_extra: impl Fn(usize) -> String) {

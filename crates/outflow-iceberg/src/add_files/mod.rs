@@ -54,7 +54,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, ManifestContentType, PartitionSpec, Schema as IcebergSchema};
+use iceberg::spec::{DataFile, PartitionSpec, Schema as IcebergSchema};
 use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use outflow_core::evolution::{EvolutionPlan, Verdict};
@@ -310,28 +310,11 @@ fn comparable(location: &str) -> &str {
 
 /// The data files of the table's current snapshot, by [`comparable`] location.
 async fn registered_files(table: &Table) -> Result<HashSet<String>> {
-    let mut out = HashSet::new();
-    let Some(snapshot) = table.metadata().current_snapshot() else {
-        return Ok(out);
-    };
-    let list = table
-        .manifest_list_reader(snapshot)
-        .load()
-        .await
-        .doing("reading the manifest list")?;
-    for manifest in list.entries() {
-        if manifest.content != ManifestContentType::Data {
-            continue;
-        }
-        let loaded = manifest
-            .load_manifest(table.file_io())
-            .await
-            .doing(format_args!("reading manifest {}", manifest.manifest_path))?;
-        for entry in loaded.entries().iter().filter(|e| e.is_alive()) {
-            out.insert(comparable(entry.data_file().file_path()).to_string());
-        }
-    }
-    Ok(out)
+    Ok(crate::commit::live_data_files(table)
+        .await?
+        .iter()
+        .map(|(_, file)| comparable(file.file_path()).to_string())
+        .collect())
 }
 
 /// Files sharing one schema (and the same null evidence) within a window.

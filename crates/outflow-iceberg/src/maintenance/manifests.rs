@@ -8,12 +8,12 @@
 use std::collections::HashMap;
 
 use iceberg::TableIdent;
-use iceberg::spec::{ManifestFile, Operation};
+use iceberg::spec::Operation;
 use outflow_core::{Error, Result, RetryPolicy};
 use serde::Serialize;
 
-use crate::client::{IcebergCatalog, IcebergResultExt};
-use crate::commit::{NewSnapshot, finish_snapshot, new_snapshot_id};
+use crate::client::IcebergCatalog;
+use crate::commit::{NewSnapshot, current_manifests, finish_snapshot, new_snapshot_id};
 use crate::manifest::merge::{GroupPlan, MergeContext, MergeSettings, TARGET_SIZE_BYTES, merge};
 use crate::schema::{parse_table_ident, table_name};
 
@@ -79,14 +79,7 @@ async fn rewrite_once(
         return Ok(report);
     };
     let io = table.file_io();
-    let manifests: Vec<ManifestFile> = table
-        .manifest_list_reader(current)
-        .load()
-        .await
-        .doing(format_args!("reading the manifest list of {name}"))?
-        .consume_entries()
-        .into_iter()
-        .collect();
+    let manifests = current_manifests(&table).await?;
     let spec = metadata.default_partition_spec();
     let settings = MergeSettings {
         enabled: true,

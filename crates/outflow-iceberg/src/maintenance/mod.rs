@@ -1,15 +1,19 @@
 //! Table maintenance: work on a table's metadata and files that no write does on its own.
 //!
+//! - [`compact`]: rewrites small data files into files of the target size (see
+//!   [`mod@compact`]).
 //! - [`rewrite_manifests`]: merges small manifests into fewer (see [`manifests`]).
 //! - [`expire_snapshots`]: removes old snapshots from the history and deletes the files
 //!   only they referenced (see [`expire`]).
 //! - [`remove_orphans`]: deletes files under the table's location that no snapshot
 //!   references (see [`orphans`]).
 
+pub mod compact;
 pub mod expire;
 pub mod manifests;
 pub mod orphans;
 
+pub use compact::{CompactOptions, CompactReport, compact};
 pub use expire::{ExpireSnapshotsOptions, ExpireSnapshotsReport, expire_snapshots};
 pub use manifests::{RewriteManifestsOptions, RewriteManifestsReport, rewrite_manifests};
 pub use orphans::{RemoveOrphansOptions, RemoveOrphansReport, remove_orphans};

@@ -4,6 +4,7 @@
 
 mod add_files;
 mod common;
+mod compact;
 mod evolution_property;
 mod rest_deadlines;
 mod sink;

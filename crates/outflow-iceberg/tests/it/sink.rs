@@ -4,39 +4,18 @@
 use std::sync::Arc;
 
 use crate::common::*;
-use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
-use arrow_schema::{DataType, Field, TimeUnit};
+use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field};
 use outflow_core::{
     CreateDisposition, ErrorKind, IncompatibleSchemaHandling, SchemaEvolutionConfig, SchemaEvolutionOption,
     Sink, WriteDisposition,
 };
 use outflow_iceberg::commit::{CommitOutcome, find_commit};
 use outflow_iceberg::schema::parse_table_ident;
-use outflow_iceberg::{CatalogConfig, IcebergCatalog, IcebergSinkOptions, TableCreateOptions};
+use outflow_iceberg::{CatalogConfig, IcebergCatalog, TableCreateOptions};
 use outflow_testkit::iceberg::{Reader, TestCatalog};
 use outflow_testkit::unique_name;
 use serde_json::{Value, json};
-
-fn options(catalog: &CatalogConfig, table: &str) -> outflow_iceberg::IcebergSinkOptionsBuilder {
-    IcebergSinkOptions::builder()
-        .catalog(catalog.clone())
-        .table(table)
-}
-
-async fn write_all(
-    options: IcebergSinkOptions,
-    batches: Vec<RecordBatch>,
-) -> outflow_core::Result<outflow_core::WriteResult> {
-    let mut sink = sink(options).await;
-    for b in batches {
-        sink.write(b).await?;
-    }
-    sink.close().await
-}
-
-fn snapshot_count(read: &Value) -> usize {
-    read["snapshots"].as_array().unwrap().len()
-}
 
 async fn check_all_types(config: CatalogConfig, readers: TestCatalog) {
     let table = format!("{}.all_types", unique_name("ns"));
@@ -68,43 +47,6 @@ async fn every_type_round_trips_through_the_sqlite_catalog() {
 async fn every_type_round_trips_through_the_rest_catalog() {
     let (config, readers) = rest_catalog();
     check_all_types(config, readers).await;
-}
-
-fn events(ids: std::ops::Range<i64>, region: &str) -> RecordBatch {
-    let n = ids.end - ids.start;
-    batch(vec![
-        (
-            Field::new("id", DataType::Int64, false),
-            Arc::new(Int64Array::from_iter_values(ids.clone())) as ArrayRef,
-        ),
-        (
-            Field::new(
-                "ts",
-                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
-                false,
-            ),
-            Arc::new(
-                TimestampMicrosecondArray::from_iter_values(
-                    ids.clone().map(|i| 1_700_000_000_000_000 + i * 3_600_000_000),
-                )
-                .with_timezone("+00:00"),
-            ),
-        ),
-        (
-            Field::new("region", DataType::Utf8, false),
-            Arc::new(StringArray::from_iter_values((0..n).map(|_| region))),
-        ),
-        (
-            Field::new("name", DataType::Utf8, true),
-            Arc::new(StringArray::from_iter_values(
-                ids.clone().map(|i| format!("name-{i:04}")),
-            )),
-        ),
-        (
-            Field::new("n", DataType::Int32, true),
-            Arc::new(Int32Array::from_iter_values(ids.map(|i| i as i32))),
-        ),
-    ])
 }
 
 #[tokio::test]

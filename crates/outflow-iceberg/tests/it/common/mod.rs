@@ -12,6 +12,7 @@ use arrow_array::{
     Time64MicrosecondArray, TimestampMicrosecondArray, types::Int64Type,
 };
 use arrow_schema::{DataType, Field, Fields, Schema, TimeUnit};
+use outflow_core::Sink;
 use outflow_iceberg::{CatalogConfig, IcebergSink, IcebergSinkOptions};
 use outflow_testkit::iceberg::TestCatalog;
 use serde_json::{Value, json};
@@ -241,4 +242,66 @@ pub fn all_types_schema() -> Vec<(String, Value, bool)> {
         ("uid".into(), t("uuid"), false),
         ("blob".into(), t("binary"), false),
     ]
+}
+
+/// A sink's options for `table` in `catalog`, to finish with more settings.
+pub fn options(catalog: &CatalogConfig, table: &str) -> outflow_iceberg::IcebergSinkOptionsBuilder {
+    IcebergSinkOptions::builder()
+        .catalog(catalog.clone())
+        .table(table)
+}
+
+/// Writes `batches` through one sink and closes it.
+pub async fn write_all(
+    options: IcebergSinkOptions,
+    batches: Vec<RecordBatch>,
+) -> outflow_core::Result<outflow_core::WriteResult> {
+    let mut sink = sink(options).await;
+    for b in batches {
+        sink.write(b).await?;
+    }
+    sink.close().await
+}
+
+/// How many snapshots a reader saw.
+pub fn snapshot_count(read: &Value) -> usize {
+    read["snapshots"].as_array().unwrap().len()
+}
+
+/// Rows `ids` of the events table (id, ts, region, name, n), all in `region`.
+pub fn events(ids: std::ops::Range<i64>, region: &str) -> RecordBatch {
+    let n = ids.end - ids.start;
+    batch(vec![
+        (
+            Field::new("id", DataType::Int64, false),
+            Arc::new(Int64Array::from_iter_values(ids.clone())) as ArrayRef,
+        ),
+        (
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+                false,
+            ),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(
+                    ids.clone().map(|i| 1_700_000_000_000_000 + i * 3_600_000_000),
+                )
+                .with_timezone("+00:00"),
+            ),
+        ),
+        (
+            Field::new("region", DataType::Utf8, false),
+            Arc::new(StringArray::from_iter_values((0..n).map(|_| region))),
+        ),
+        (
+            Field::new("name", DataType::Utf8, true),
+            Arc::new(StringArray::from_iter_values(
+                ids.clone().map(|i| format!("name-{i:04}")),
+            )),
+        ),
+        (
+            Field::new("n", DataType::Int32, true),
+            Arc::new(Int32Array::from_iter_values(ids.map(|i| i as i32))),
+        ),
+    ])
 }
