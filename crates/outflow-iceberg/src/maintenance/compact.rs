@@ -572,7 +572,9 @@ async fn rewrite_group(
         .await
         .doing(format_args!("opening a data file of {name}"))?;
     let runtime = Runtime::try_current().doing("finding the runtime")?;
-    let reader = ArrowReaderBuilder::new(table.file_io().clone(), runtime).build();
+    let reader = ArrowReaderBuilder::new(table.file_io().clone(), runtime)
+        .with_batch_size(READ_BATCH_ROWS)
+        .build();
     let what = format!(
         "reading the {} files of {name} partition '{}' to rewrite them",
         tasks.len(),
@@ -610,7 +612,18 @@ async fn rewrite_group(
         }
         .await;
     } else {
-        while let Some(batch) = batches.next().await {
+        // Decoding runs in a task of its own, so that it overlaps with encoding (the two
+        // costly parts) on another core; two batches in flight bound the memory.
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let reading = tokio::spawn(async move {
+            while let Some(batch) = batches.next().await {
+                let failed = batch.is_err();
+                if tx.send(batch).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        while let Some(batch) = rx.recv().await {
             let written = match batch.doing(&what) {
                 Ok(batch) => writer.write(batch).await.doing(format_args!("writing to {name}")),
                 Err(e) => Err(e),
@@ -620,6 +633,8 @@ async fn rewrite_group(
                 break;
             }
         }
+        drop(rx);
+        reading.abort();
     }
     let files = writer
         .close()
@@ -634,6 +649,10 @@ async fn rewrite_group(
         (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
     }
 }
+
+/// Rows per batch read: larger than parquet-rs's default (1,024), since every batch costs
+/// the reader and the writer a fixed amount on top of its rows.
+const READ_BATCH_ROWS: usize = 8 * 1024;
 
 /// Rows per write of a sorted group.
 const SORTED_SLICE_ROWS: usize = 64 * 1024;
