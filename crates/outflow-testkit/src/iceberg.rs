@@ -191,6 +191,12 @@ impl TestCatalog {
         self.call(Reader::Java, "files", table, &[])
     }
 
+    /// Every snapshot's row count, each read by Java Iceberg traveling to it:
+    /// `{"SNAPSHOT_ID": rows}`. A snapshot whose files are gone fails the read.
+    pub fn java_snapshot_rows(&self, table: &str) -> Value {
+        self.call(Reader::Java, "snapshot-rows", table, &[])
+    }
+
     /// Has Java Iceberg delete the rows whose `column` (int, long or string) is one of
     /// `values`, by `mode` (`position` or `equality`) delete files in one row delta;
     /// returns `{"delete_files", "positions"}`.

@@ -532,6 +532,24 @@ fn expire_snapshots_removes_old_snapshots_and_only_the_files_they_alone_reach() 
     let before = catalog.read_both("db.hist");
     assert_eq!(before["row_count"], 1, "the truncate left its one row");
     assert_eq!((snapshots(&before), parquet()), (6, 6));
+    let history = catalog.java_snapshot_rows("db.hist");
+    let mut counts: Vec<u64> = history
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [1, 1, 2, 3, 4, 5], "{history}");
+    // Time travel to each snapshot still there reads what it read before.
+    let travel = |kept: usize| {
+        let now = catalog.java_snapshot_rows("db.hist");
+        let now = now.as_object().unwrap();
+        assert_eq!(now.len(), kept, "{now:?}");
+        for (id, rows) in now {
+            assert_eq!(&history[id], rows, "snapshot {id}");
+        }
+    };
 
     let planned = expire(&["--retain-last", "1", "--dry-run"]);
     assert_eq!(planned["expired"].as_array().unwrap().len(), 5, "{planned}");
@@ -556,6 +574,7 @@ fn expire_snapshots_removes_old_snapshots_and_only_the_files_they_alone_reach() 
     assert_eq!(after["rows"], before["rows"]);
     assert_eq!((snapshots(&after), parquet()), (2, 6));
     assert_eq!(after["current_snapshot_id"], before["current_snapshot_id"]);
+    travel(2);
 
     let kept_one = expire(&["--retain-last", "1"]);
     assert_eq!(kept_one["expired"].as_array().unwrap().len(), 1, "{kept_one}");
@@ -563,6 +582,7 @@ fn expire_snapshots_removes_old_snapshots_and_only_the_files_they_alone_reach() 
     let last = catalog.read_both("db.hist");
     assert_eq!(last["rows"], before["rows"]);
     assert_eq!((snapshots(&last), parquet()), (1, 1));
+    travel(1);
     // Only what the current snapshot reaches is left: its manifest list and manifests.
     let metadata_files = files_under(&dir.path().join("lake/wh/db/hist/metadata"));
     let lists = metadata_files

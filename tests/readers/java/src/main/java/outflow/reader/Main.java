@@ -28,7 +28,7 @@ import org.apache.iceberg.catalog.TableIdentifier;
  *     [--warehouse file:///abs/dir] --table ns.name [--property key=value ...]
  * </pre>
  *
- * <p>{@code files} and {@code delete-rows} take the same options (see {@link TableFiles});
+ * <p>{@code files}, {@code snapshot-rows} and {@code delete-rows} take the same options (see {@link TableFiles});
  * {@code delete-rows} is the one verb that changes the table.
  *
  * <p>Prints one canonical JSON document (see {@link TableDump}) on stdout; exits non-zero with a
@@ -107,7 +107,7 @@ public final class Main {
   /** One {@code read}: the table's canonical JSON document. */
   private static String read(String[] args) throws Exception {
     String verb = args[0];
-    if (!Arrays.asList("read", "files", "delete-rows").contains(verb)) {
+    if (!Arrays.asList("read", "files", "snapshot-rows", "delete-rows").contains(verb)) {
       throw new UsageException("unknown subcommand '" + verb + "'");
     }
     Map<String, String> opts = new HashMap<>();
@@ -188,6 +188,8 @@ public final class Main {
       switch (verb) {
         case "files":
           return TableFiles.files(table);
+        case "snapshot-rows":
+          return TableFiles.snapshotRows(table);
         case "delete-rows":
           for (String required : List.of("column", "values", "mode")) {
             if (!opts.containsKey(required)) {

@@ -41,6 +41,7 @@ import org.apache.iceberg.types.Types;
  *       path, partition (as its path), rows, size, and per column the value and null counts
  *       and the lower and upper bounds (numbers and strings; other types as text), and how
  *       many delete files apply to each.
+ *   <li>{@code snapshot-rows}: every snapshot's row count, each read by time travel.
  *   <li>{@code delete-rows --column C --values V1,V2 --mode position|equality}: deletes the
  *       rows whose column C (a top-level int, long or string column) has one of the values,
  *       by position deletes (one file per data file that has such rows) or by equality
@@ -108,6 +109,22 @@ final class TableFiles {
       default:
         out.put(field.name(), value.toString());
     }
+  }
+
+  /** Every snapshot's row count, read by time travel to it: {"snapshot_id": rows}. */
+  static String snapshotRows(Table table) throws IOException {
+    Map<String, Object> doc = CanonicalJson.object();
+    for (org.apache.iceberg.Snapshot snapshot : table.snapshots()) {
+      long rows = 0;
+      try (CloseableIterable<Record> records =
+          org.apache.iceberg.data.IcebergGenerics.read(table).useSnapshot(snapshot.snapshotId()).build()) {
+        for (Record ignored : records) {
+          rows++;
+        }
+      }
+      doc.put(Long.toString(snapshot.snapshotId()), rows);
+    }
+    return CanonicalJson.write(doc);
   }
 
   static String deleteRows(Table table, String column, Set<String> values, String mode)
