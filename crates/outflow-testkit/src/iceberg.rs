@@ -173,14 +173,14 @@ impl TestCatalog {
         self.call(Reader::PyIceberg, "create-and-append", table, &args)
     }
 
-    /// Has PyIceberg tag the table's oldest snapshot `name`; returns `{"snapshot_id"}`.
-    pub fn pyiceberg_tag_oldest(&self, table: &str, name: &str) -> Value {
-        self.call(
-            Reader::PyIceberg,
-            "tag",
-            table,
-            &["--name".to_string(), name.to_string()],
-        )
+    /// Has PyIceberg tag the table's oldest snapshot `name`, with a `max-ref-age-ms` when
+    /// given; returns `{"snapshot_id"}`.
+    pub fn pyiceberg_tag_oldest(&self, table: &str, name: &str, max_ref_age_ms: Option<i64>) -> Value {
+        let mut args = vec!["--name".to_string(), name.to_string()];
+        if let Some(age) = max_ref_age_ms {
+            args.extend(["--max-ref-age-ms".to_string(), age.to_string()]);
+        }
+        self.call(Reader::PyIceberg, "tag", table, &args)
     }
 
     /// Java Iceberg's view of the current snapshot's data files: `{"files": [{path,

@@ -7,7 +7,8 @@ Subcommands (all take --catalog-type sql|rest, --catalog-name, --uri, --warehous
   create-and-append  create the table from a Parquet file's Arrow schema (if missing) and
                      append the file's rows
   add-files          register existing Parquet files with PyIceberg's add_files
-  tag                tag the table's oldest snapshot (--name), with PyIceberg's manage_snapshots
+  tag                tag the table's oldest snapshot (--name, optionally --max-ref-age-ms), with
+                     PyIceberg's manage_snapshots
   serve              answer many of the above in one process: each stdin line is one
                      subcommand's arguments separated by tabs, each answer one stdout line,
                      {"ok": true, "doc": DOCUMENT} or {"ok": false, "error": MESSAGE}
@@ -421,7 +422,9 @@ def cmd_tag(args: argparse.Namespace) -> None:
     catalog = open_catalog(args, writable=True)
     table = catalog.load_table(split_identifier(args.table))
     oldest = min(table.snapshots(), key=lambda s: (s.timestamp_ms, s.snapshot_id))
-    table.manage_snapshots().create_tag(snapshot_id=oldest.snapshot_id, tag_name=args.name).commit()
+    table.manage_snapshots().create_tag(
+        snapshot_id=oldest.snapshot_id, tag_name=args.name, max_ref_age_ms=args.max_ref_age_ms
+    ).commit()
     print(canonical({"table": args.table, "tag": args.name, "snapshot_id": oldest.snapshot_id}))
 
 
@@ -463,6 +466,7 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("tag", help="tag the oldest snapshot")
     common(p)
     p.add_argument("--name", required=True)
+    p.add_argument("--max-ref-age-ms", type=int, default=None)
     p.set_defaults(func=cmd_tag)
 
     args = parser.parse_args(argv)

@@ -281,8 +281,11 @@ Examples:
   outflow iceberg expire-snapshots ... --older-than 1d --retain-last 10
   outflow iceberg expire-snapshots ... --dry-run      what it would expire and delete
 
-The snapshots kept are the head of every branch and tag, the --retain-last most recent of
-every branch's history, and every snapshot newer than --older-than. Files only expired
+Tags and branches (but main) older than their max-ref-age-ms go first. The snapshots kept
+are the head of every remaining branch and tag, the --retain-last most recent of every
+branch's history, and every snapshot newer than --older-than; a branch's own retention
+settings come first, and the table's history.expire.* properties fill in what is not
+given. Files only expired
 snapshots referenced are deleted after the commit; one that cannot be deleted is listed,
 and the command still succeeds (the snapshot is gone; the file is an orphan).";
 
@@ -292,12 +295,14 @@ pub struct ExpireSnapshotsArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub target: TableArgs,
-    /// Expire snapshots committed longer ago than this (`5d`, `12h`, `0s` for all).
-    #[arg(long, value_name = "AGE", default_value = "5d", value_parser = outflow_core::duration::parse)]
-    pub older_than: Duration,
-    /// Keep this many of the most recent snapshots of each branch, whatever their age.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub retain_last: usize,
+    /// Expire snapshots committed longer ago than this (`5d`, `12h`, `0s` for all; default:
+    /// the table's history.expire.max-snapshot-age-ms, 5 days when unset).
+    #[arg(long, value_name = "AGE", value_parser = outflow_core::duration::parse)]
+    pub older_than: Option<Duration>,
+    /// Keep this many of the most recent snapshots of each branch, whatever their age
+    /// (default: the table's history.expire.min-snapshots-to-keep, 1 when unset).
+    #[arg(long, value_name = "N")]
+    pub retain_last: Option<usize>,
     /// Say what would be expired and deleted, changing nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -314,8 +319,10 @@ pub async fn execute_expire_snapshots(args: ExpireSnapshotsArgs) -> ExitStatus {
 
 async fn expire_snapshots(args: &ExpireSnapshotsArgs) -> Result<ExpireSnapshotsReport> {
     let (catalog, retry) = connect(&args.target.catalog).await?;
+    let now = now_ms();
     let options = ExpireSnapshotsOptions {
-        older_than_ms: now_ms() - args.older_than.as_millis() as i64,
+        now_ms: now,
+        older_than_ms: args.older_than.map(|age| now - age.as_millis() as i64),
         retain_last: args.retain_last,
         dry_run: args.dry_run,
     };
@@ -325,7 +332,7 @@ async fn expire_snapshots(args: &ExpireSnapshotsArgs) -> Result<ExpireSnapshotsR
 /// "db.t: expired 3 snapshots (2 kept); deleted 3 manifest lists, 2 manifests, 4 data files".
 fn expire_summary(report: &ExpireSnapshotsReport) -> String {
     let table = &report.table;
-    if report.expired.is_empty() {
+    if report.expired.is_empty() && report.expired_refs.is_empty() {
         return format!("{table}: nothing to expire ({} snapshots kept)\n", report.kept);
     }
     let files: Vec<String> = report
@@ -352,6 +359,20 @@ fn expire_summary(report: &ExpireSnapshotsReport) -> String {
             report.kept
         )
     };
+    if !report.expired_refs.is_empty() {
+        let verb = if report.dry_run { "would remove" } else { "removed" };
+        out.push_str(&format!(
+            "  {verb} refs past their age: {}\n",
+            report.expired_refs.join(", ")
+        ));
+    }
+    if !report.expired_refs.is_empty() {
+        let verb = if report.dry_run { "would remove" } else { "removed" };
+        out.push_str(&format!(
+            "  {verb} refs past their age: {}\n",
+            report.expired_refs.join(", ")
+        ));
+    }
     for line in &report.not_deleted {
         out.push_str(&format!("  not deleted: {line}\n"));
     }

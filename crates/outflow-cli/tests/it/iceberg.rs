@@ -608,7 +608,7 @@ fn expire_snapshots_keeps_what_a_tag_points_at() {
         "    write_disposition: truncate\n".to_string()
     });
     let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
-    let tagged = catalog.pyiceberg_tag_oldest("db.tagged", "first-load");
+    let tagged = catalog.pyiceberg_tag_oldest("db.tagged", "first-load", None);
     let report = maintenance(
         dir.path(),
         "expire-snapshots",
@@ -696,6 +696,40 @@ fn compact_rewrites_small_files_and_expiry_removes_the_old_ones() {
         .assert()
         .code(2)
         .stderr(contains("'nonsense' is not FIELD=VALUE"));
+}
+
+/// Retention set on the table and its refs: a tag past its `max-ref-age-ms` (set by
+/// PyIceberg) is removed with the snapshot only it kept, and the table's
+/// `history.expire.min-snapshots-to-keep` applies when `--retain-last` is not given.
+#[test]
+fn expire_snapshots_follows_the_retention_of_refs_and_table() {
+    let dir = tempfile::tempdir().unwrap();
+    one_row_commits(dir.path(), "db.kept", 4, |_| {
+        "    write_disposition: truncate\n    table_options: { properties: { history.expire.min-snapshots-to-keep: \"2\" } }\n"
+            .to_string()
+    });
+    let catalog = TestCatalog::sql_in(&dir.path().join("lake"));
+    catalog.pyiceberg_tag_oldest("db.kept", "aged", Some(1));
+    let report = maintenance(dir.path(), "expire-snapshots", "db.kept", &["--older-than", "0s"]);
+    assert_eq!(report["expired_refs"], json!(["aged"]), "{report}");
+    assert_eq!(
+        (report["expired"].as_array().unwrap().len(), &report["kept"]),
+        (2, &json!(2)),
+        "the table keeps two of main's snapshots; the aged tag no longer holds the first: {report}"
+    );
+    let read = catalog.read_both("db.kept");
+    assert_eq!(read["snapshots"].as_array().unwrap().len(), 2, "{read}");
+    assert_eq!(read["row_count"], 1);
+    assert_eq!(
+        parquet_files(dir.path()),
+        2,
+        "the files of the two snapshots kept"
+    );
+    let history = catalog.java_snapshot_rows("db.kept");
+    assert!(
+        history.as_object().unwrap().values().all(|rows| rows == 1),
+        "{history}"
+    );
 }
 
 /// Commits `count` one-row files (`in-N.csv`, id N) into `table` of `lake/`, one run
