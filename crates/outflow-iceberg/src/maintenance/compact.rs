@@ -892,7 +892,19 @@ async fn commit_once(
                 };
                 for entry in loaded.entries().iter().filter(|e| e.is_alive()) {
                     let file = entry.data_file();
-                    let sequence = entry.sequence_number().unwrap_or(0);
+                    // Inherited from the manifest when it was read: present for every
+                    // committed entry.
+                    let (Some(sequence), Some(added_by)) = (entry.sequence_number(), entry.snapshot_id())
+                    else {
+                        return Err(Error::new(
+                            ErrorKind::InvalidInput,
+                            format!(
+                                "{}: the entry for {} has no sequence number or snapshot",
+                                manifest.manifest_path,
+                                file.file_path()
+                            ),
+                        ));
+                    };
                     if replaced.contains(file.file_path()) {
                         summary.remove_file(file, schema.clone(), spec.clone());
                         removed.0 += 1;
@@ -903,12 +915,7 @@ async fn commit_once(
                             .doing("marking a rewritten file deleted")?;
                     } else {
                         writer
-                            .add_existing_file(
-                                file.clone(),
-                                entry.snapshot_id().unwrap_or(snapshot_id),
-                                sequence,
-                                entry.file_sequence_number,
-                            )
+                            .add_existing_file(file.clone(), added_by, sequence, entry.file_sequence_number)
                             .doing("carrying a file into a rewritten manifest")?;
                     }
                 }
