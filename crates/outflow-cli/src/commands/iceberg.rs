@@ -112,6 +112,10 @@ pub struct CompactArgs {
     /// bound it with --max-group-bytes).
     #[arg(long)]
     pub sort: bool,
+    /// Commit after every part of at most this many input bytes (one snapshot each), so a
+    /// long compaction keeps its progress; default: one snapshot for all.
+    #[arg(long, value_name = "BYTES")]
+    pub max_commit_bytes: Option<u64>,
     /// Say which groups it would rewrite, writing nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -142,6 +146,7 @@ async fn compact(args: &CompactArgs) -> Result<CompactReport> {
         max_group_bytes: args.max_group_bytes,
         partitions: args.partition.clone(),
         sort: args.sort,
+        max_commit_bytes: args.max_commit_bytes,
         dry_run: args.dry_run,
     };
     compact_of(&catalog, &args.target.table, &options, &retry).await
@@ -164,9 +169,11 @@ fn compact_summary(report: &CompactReport) -> String {
             partitions.len()
         )
     } else {
-        let snapshot = report
-            .snapshot_id
-            .map_or("no snapshot".to_string(), |id| format!("snapshot {id}"));
+        let snapshot = match report.snapshot_ids.as_slice() {
+            [] => "no snapshot".to_string(),
+            [id] => format!("snapshot {id}"),
+            ids => format!("{} snapshots, the last {}", ids.len(), ids[ids.len() - 1]),
+        };
         format!(
             "{table}: rewrote {inputs} files into {outputs} in {} partitions ({snapshot}); \
              {before} data files, {after} now\n",

@@ -66,6 +66,9 @@ pub struct CompactOptions {
     /// Sort each group's rows by the table's sort order (identity fields of top-level
     /// columns); a group is then held in memory whole, so bound it with `max_group_bytes`.
     pub sort: bool,
+    /// Partial progress: commit after every part of at most this many input bytes (one
+    /// snapshot each), so a long compaction keeps what it did; `None`: one snapshot.
+    pub max_commit_bytes: Option<u64>,
     /// Plan and report, write and commit nothing.
     pub dry_run: bool,
 }
@@ -79,6 +82,7 @@ impl Default for CompactOptions {
             max_group_bytes: 100 * 1024 * 1024 * 1024,
             partitions: Vec::new(),
             sort: false,
+            max_commit_bytes: None,
             dry_run: false,
         }
     }
@@ -171,6 +175,22 @@ pub fn plan_compaction(files: &[FileInfo], settings: &CompactSettings) -> Vec<Pl
     groups
 }
 
+/// Consecutive runs of groups (of these input sizes) of at most `max_bytes` each; a group
+/// larger than that is a run of its own.
+pub fn commit_parts(sizes: &[u64], max_bytes: u64) -> Vec<std::ops::Range<usize>> {
+    let mut parts: Vec<(std::ops::Range<usize>, u64)> = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        match parts.last_mut() {
+            Some((range, bytes)) if *bytes + size <= max_bytes => {
+                range.end = i + 1;
+                *bytes += size;
+            }
+            _ => parts.push((i..i + 1, size)),
+        }
+    }
+    parts.into_iter().map(|(range, _)| range).collect()
+}
+
 /// What [`compact`] did (or, in a dry run, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CompactReport {
@@ -184,8 +204,11 @@ pub struct CompactReport {
     pub data_files_after: usize,
     /// The groups, in plan order.
     pub groups: Vec<GroupReport>,
-    /// The new snapshot; none in a dry run or when nothing was rewritten.
+    /// The new snapshot (the last, with partial progress); none in a dry run or when
+    /// nothing was rewritten.
     pub snapshot_id: Option<i64>,
+    /// Every snapshot committed, in order: one, or one per part with partial progress.
+    pub snapshot_ids: Vec<i64>,
 }
 
 /// One group of a [`CompactReport`].
@@ -222,7 +245,33 @@ pub async fn compact(
     if options.dry_run || planned.groups.is_empty() {
         return Ok(planned.report);
     }
-    planned.rewrite().await?.commit(catalog, retry).await
+    let Some(max_bytes) = options.max_commit_bytes else {
+        return planned.rewrite().await?.commit(catalog, retry).await;
+    };
+    // Partial progress: one snapshot per part, each kept whatever happens to the next.
+    let mut report = CompactReport {
+        groups: Vec::new(),
+        ..planned.report.clone()
+    };
+    for part in planned.split(max_bytes) {
+        let done = match part.rewrite().await {
+            Ok(rewritten) => rewritten.commit(catalog, retry).await,
+            Err(e) => Err(e),
+        };
+        let done = match done {
+            Ok(done) => done,
+            Err(e) if report.snapshot_ids.is_empty() => return Err(e),
+            Err(e) => {
+                let ids: Vec<String> = report.snapshot_ids.iter().map(i64::to_string).collect();
+                return Err(e.with_context("committed before this failure", ids.join(", ")));
+            }
+        };
+        report.groups.extend(done.groups);
+        report.snapshot_ids.extend(done.snapshot_ids);
+        report.snapshot_id = done.snapshot_id.or(report.snapshot_id);
+        report.data_files_after = done.data_files_after;
+    }
+    Ok(report)
 }
 
 /// A compaction planned on the table's current snapshot, nothing written yet.
@@ -296,6 +345,27 @@ impl Compaction {
     /// What the plan would do (the report of a dry run).
     pub fn report(&self) -> &CompactReport {
         &self.report
+    }
+
+    /// The plan in parts of at most `max_bytes` input bytes each (a group larger than that
+    /// is a part of its own), to rewrite and commit one after the other.
+    pub fn split(self, max_bytes: u64) -> Vec<Compaction> {
+        let sizes: Vec<u64> = self.groups.iter().map(|g| g.bytes).collect();
+        commit_parts(&sizes, max_bytes)
+            .into_iter()
+            .map(|part| Compaction {
+                start: self.start.clone(),
+                planned_on: self.planned_on,
+                live: self.live.clone(),
+                groups: self.groups[part.clone()].to_vec(),
+                settings: self.settings,
+                sort: self.sort,
+                report: CompactReport {
+                    groups: self.report.groups[part].to_vec(),
+                    ..self.report.clone()
+                },
+            })
+            .collect()
     }
 
     /// Reads every group and writes its rows again, committing nothing. On an error the
@@ -435,6 +505,7 @@ impl Rewritten {
         }
         report.data_files_after = after;
         report.snapshot_id = committed.snapshot_id;
+        report.snapshot_ids = committed.snapshot_id.into_iter().collect();
         tracing::info!(table = %name, snapshot_id = ?committed.snapshot_id, groups = written.len(), "compacted");
         Ok(report)
     }
@@ -486,6 +557,7 @@ fn matches_partitions(partition: &str, wanted: &[(String, String)]) -> bool {
 }
 
 /// A live data file of the current snapshot and what its manifest says of it.
+#[derive(Clone)]
 struct LiveFile {
     info: FileInfo,
     partition: Struct,
@@ -1154,6 +1226,14 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(0, vec![0, 2]), (1, vec![1, 3])]
         );
+    }
+
+    #[test]
+    fn partial_progress_commits_runs_of_groups_up_to_the_size() {
+        assert_eq!(commit_parts(&[40, 40, 40, 10], 100), [0..2, 2..4]);
+        assert_eq!(commit_parts(&[150, 10, 10], 100), [0..1, 1..3]);
+        assert_eq!(commit_parts(&[5, 5, 5], 5), [0..1, 1..2, 2..3]);
+        assert_eq!(commit_parts(&[], 5), Vec::<std::ops::Range<usize>>::new());
     }
 
     #[test]

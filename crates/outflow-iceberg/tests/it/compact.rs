@@ -234,6 +234,60 @@ async fn compaction_applies_the_position_and_equality_deletes_of_what_it_rewrite
     );
 }
 
+/// Partial progress: groups go into one snapshot per part of at most the given bytes.
+#[tokio::test]
+async fn partial_progress_commits_one_snapshot_per_part() {
+    let fixture = sql_catalog();
+    let table = "cmp.parts";
+    small_commits(&fixture, table, 0, 9, 5).await;
+    let before = fixture.readers.read_both(table);
+    let catalog = catalog(&fixture).await;
+    let retry = RetryPolicy::default();
+    let planned = compact(
+        &catalog,
+        table,
+        &CompactOptions {
+            dry_run: true,
+            ..options_with(2)
+        },
+        &retry,
+    )
+    .await
+    .unwrap();
+    // Three partitions of three files; parts of two groups at most.
+    let two_groups = planned.groups[0].input_bytes + planned.groups[1].input_bytes;
+    let report = compact(
+        &catalog,
+        table,
+        &CompactOptions {
+            max_commit_bytes: Some(
+                two_groups.max(planned.groups[1].input_bytes + planned.groups[2].input_bytes),
+            ),
+            ..options_with(2)
+        },
+        &retry,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.snapshot_ids.len(), 2, "{report:?}");
+    assert_eq!(report.snapshot_id, report.snapshot_ids.last().copied());
+    assert_eq!(
+        (report.groups.len(), report.data_files_after),
+        (3, 3),
+        "{report:?}"
+    );
+    let after = fixture.readers.read_both(table);
+    assert_eq!(after["rows"], before["rows"]);
+    let operations: Vec<&Value> = after["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| report.snapshot_ids.iter().any(|id| s["snapshot_id"] == *id))
+        .map(|s| &s["operation"])
+        .collect();
+    assert_eq!(operations, ["replace", "replace"]);
+}
+
 #[tokio::test]
 async fn a_compaction_whose_files_a_truncate_removed_gives_up_and_leaves_nothing() {
     let fixture = sql_catalog();
