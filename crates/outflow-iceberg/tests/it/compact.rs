@@ -83,17 +83,11 @@ async fn five_hundred_small_commits_become_one_file_per_partition() {
     let catalog = catalog(&fixture).await;
     let retry = RetryPolicy::default();
 
-    let planned = compact(
-        &catalog,
-        table,
-        &CompactOptions {
-            dry_run: true,
-            ..CompactOptions::default()
-        },
-        &retry,
-    )
-    .await
-    .unwrap();
+    let dry_run = CompactOptions {
+        dry_run: true,
+        ..CompactOptions::default()
+    };
+    let planned = compact(&catalog, table, &dry_run, &retry).await.unwrap();
     assert_eq!(planned.groups.len(), 3, "{planned:?}");
     assert_eq!((planned.data_files_before, planned.data_files_after), (500, 3));
     assert_eq!(planned.snapshot_id, None);
@@ -243,17 +237,11 @@ async fn partial_progress_commits_one_snapshot_per_part() {
     let before = fixture.readers.read_both(table);
     let catalog = catalog(&fixture).await;
     let retry = RetryPolicy::default();
-    let planned = compact(
-        &catalog,
-        table,
-        &CompactOptions {
-            dry_run: true,
-            ..options_with(2)
-        },
-        &retry,
-    )
-    .await
-    .unwrap();
+    let planned = Compaction::plan(&catalog, table, &options_with(2))
+        .await
+        .unwrap()
+        .report()
+        .clone();
     // Three partitions of three files; parts of two groups at most.
     let two_groups = planned.groups[0].input_bytes + planned.groups[1].input_bytes;
     let report = compact(
