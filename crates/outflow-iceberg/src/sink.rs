@@ -10,7 +10,7 @@
 //! required columns, and go to the table's data files ([`crate::writer`]).
 //!
 //! `flush` closes the open data files and commits them, one snapshot per table, through
-//! [`commit_data`](crate::commit::commit_data): idempotent by commit id, retried when it
+//! [`crate::commit::commit_data`]: idempotent by commit id, retried when it
 //! loses a race. Under `write_disposition: truncate` a table's first commit is an overwrite
 //! (the old rows go away atomically, the new ones appear) and later ones append. As a
 //! [`TwoPhaseSink`], the sink instead closes its files and hands them over uncommitted

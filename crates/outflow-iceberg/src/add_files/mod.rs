@@ -30,7 +30,7 @@
 //! 3. creates the table (from the union of the schemas, with a name mapping) or makes at
 //!    most one schema commit, which also keeps the name mapping current;
 //! 4. builds a data file per compatible file, with metrics from its footer keyed by table
-//!    field ids and its partition values (see [`partition`]);
+//!    field ids and its partition values (see `partition`);
 //! 5. commits them in one snapshot whose summary carries a commit id derived from the
 //!    files, so a rerun commits nothing new.
 //!

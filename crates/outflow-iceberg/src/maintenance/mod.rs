@@ -1,6 +1,6 @@
 //! Table maintenance: work on a table's metadata and files that no write does on its own.
 //!
-//! - [`compact`]: rewrites small data files into files of the target size (see
+//! - [`compact()`]: rewrites small data files into files of the target size (see
 //!   [`mod@compact`]).
 //! - [`rewrite_manifests`]: merges small manifests into fewer (see [`manifests`]).
 //! - [`expire_snapshots`]: removes old snapshots from the history and deletes the files
