@@ -112,6 +112,10 @@ pub struct CompactArgs {
     /// bound it with --max-group-bytes).
     #[arg(long)]
     pub sort: bool,
+    /// Also rewrite files that this many delete files apply to, whatever their size, so
+    /// that their deletes are applied (default: only small files are rewritten).
+    #[arg(long, value_name = "N")]
+    pub delete_file_threshold: Option<usize>,
     /// Commit after every part of at most this many input bytes (one snapshot each), so a
     /// long compaction keeps its progress; default: one snapshot for all.
     #[arg(long, value_name = "BYTES")]
@@ -146,6 +150,7 @@ async fn compact(args: &CompactArgs) -> Result<CompactReport> {
         max_group_bytes: args.max_group_bytes,
         partitions: args.partition.clone(),
         sort: args.sort,
+        delete_file_threshold: args.delete_file_threshold,
         max_commit_bytes: args.max_commit_bytes,
         dry_run: args.dry_run,
     };

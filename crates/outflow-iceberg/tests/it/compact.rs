@@ -228,6 +228,54 @@ async fn compaction_applies_the_position_and_equality_deletes_of_what_it_rewrite
     );
 }
 
+/// With `delete_file_threshold`, a file that enough delete files apply to is rewritten
+/// whatever its size, alone in its partition, and its deletes are applied; without it,
+/// only small files are.
+#[tokio::test]
+async fn files_that_deletes_apply_to_are_rewritten_whatever_their_size() {
+    let fixture = sql_catalog();
+    let table = "cmp.deleted";
+    // One file per region; ids 0..10 are in the eu one.
+    small_commits(&fixture, table, 0, 3, 10).await;
+    fixture
+        .readers
+        .java_delete_rows(table, "id", &["3", "4"], "position");
+    let before = fixture.readers.read_both(table);
+    assert_eq!(before["row_count"], 28);
+    let catalog = catalog(&fixture).await;
+    let retry = RetryPolicy::default();
+    let none_small = CompactOptions {
+        min_file_size_bytes: Some(1),
+        ..CompactOptions::default()
+    };
+    let untouched = compact(&catalog, table, &none_small, &retry).await.unwrap();
+    assert_eq!(untouched.groups, [], "{untouched:?}");
+
+    let for_deletes = CompactOptions {
+        delete_file_threshold: Some(1),
+        ..none_small
+    };
+    let report = compact(&catalog, table, &for_deletes, &retry).await.unwrap();
+    let groups: Vec<(&str, usize, usize, Option<u64>)> = report
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.partition.as_str(),
+                g.input_files,
+                g.delete_files,
+                g.output_records,
+            )
+        })
+        .collect();
+    assert_eq!(groups, [("region=eu", 1, 1, Some(8))], "{report:?}");
+    assert_eq!(fixture.readers.read_both(table)["rows"], before["rows"]);
+    let files = fixture.readers.java_files(table);
+    let files = files["files"].as_array().unwrap();
+    assert_eq!(files.len(), 3);
+    assert!(files.iter().all(|f| f["delete_files"] == 0), "{files:?}");
+}
+
 /// Partial progress: groups go into one snapshot per part of at most the given bytes.
 #[tokio::test]
 async fn partial_progress_commits_one_snapshot_per_part() {

@@ -62,6 +62,10 @@ pub struct CompactOptions {
     /// Sort each group's rows by the table's sort order (identity fields of top-level
     /// columns); a group is then held in memory whole, so bound it with `max_group_bytes`.
     pub sort: bool,
+    /// Files with at least this many delete files applying to them are rewritten whatever
+    /// their size (Iceberg's `delete-file-threshold`), so that the deletes of a table taking
+    /// changes are applied to its data; `None`: only small files are.
+    pub delete_file_threshold: Option<usize>,
     /// Partial progress: commit after every part of at most this many input bytes (one
     /// snapshot each), so a long compaction keeps what it did; `None`: one snapshot.
     pub max_commit_bytes: Option<u64>,
@@ -78,6 +82,7 @@ impl Default for CompactOptions {
             max_group_bytes: 100 * 1024 * 1024 * 1024,
             partitions: Vec::new(),
             sort: false,
+            delete_file_threshold: None,
             max_commit_bytes: None,
             dry_run: false,
         }
@@ -117,6 +122,8 @@ pub struct GroupReport {
     pub input_bytes: u64,
     /// Their rows, as the manifests count them (before deletes).
     pub input_records: u64,
+    /// The delete files applying to them, counted once per file they apply to.
+    pub delete_files: usize,
     /// Files written (in a dry run: the estimate).
     pub output_files: usize,
     /// Rows written, after deletes; none in a dry run.
@@ -172,6 +179,8 @@ pub struct Compaction {
     start: Table,
     planned_on: i64,
     live: Vec<LiveFile>,
+    /// The scan's task of each live file, by path: it carries the deletes to apply.
+    tasks: HashMap<String, FileScanTask>,
     groups: Vec<PlannedGroup>,
     settings: CompactSettings,
     sort: bool,
@@ -201,7 +210,15 @@ impl Compaction {
             sort_columns(&start)?;
         }
         let planned_on = metadata.current_snapshot().map_or(-1, |s| s.snapshot_id());
-        let live = live_data_files(&start).await?;
+        let mut live = live_data_files(&start).await?;
+        let tasks = if live.is_empty() {
+            HashMap::new()
+        } else {
+            scan_tasks(&start, planned_on).await?
+        };
+        for file in &mut live {
+            file.info.deletes = tasks.get(&file.info.path).map_or(0, |t| t.deletes.len());
+        }
         report.data_files_before = live.len();
         let infos: Vec<FileInfo> = live.iter().map(|f| f.info.clone()).collect();
         let groups: Vec<PlannedGroup> = plan_compaction(&infos, &settings)
@@ -216,6 +233,7 @@ impl Compaction {
                 input_files: g.files.len(),
                 input_bytes: g.bytes,
                 input_records: g.files.iter().map(|&i| infos[i].records).sum(),
+                delete_files: g.files.iter().map(|&i| infos[i].deletes).sum(),
                 output_files: g.bytes.div_ceil(settings.target_bytes).max(1) as usize,
                 output_records: None,
                 given_up: None,
@@ -224,10 +242,20 @@ impl Compaction {
         let rewritten: usize = groups.iter().map(|g| g.files.len()).sum();
         let estimated: usize = report.groups.iter().map(|g| g.output_files).sum();
         report.data_files_after = live.len() - rewritten + estimated;
+        // Only the tasks of the files to rewrite are kept.
+        let wanted: std::collections::HashSet<&str> = groups
+            .iter()
+            .flat_map(|g| g.files.iter().map(|&i| live[i].info.path.as_str()))
+            .collect();
+        let tasks = tasks
+            .into_iter()
+            .filter(|(path, _)| wanted.contains(path.as_str()))
+            .collect();
         Ok(Compaction {
             start,
             planned_on,
             live,
+            tasks,
             groups,
             settings,
             sort: options.sort,
@@ -246,17 +274,29 @@ impl Compaction {
         let sizes: Vec<u64> = self.groups.iter().map(|g| g.bytes).collect();
         commit_parts(&sizes, max_bytes)
             .into_iter()
-            .map(|part| Compaction {
-                start: self.start.clone(),
-                planned_on: self.planned_on,
-                live: self.live.clone(),
-                groups: self.groups[part.clone()].to_vec(),
-                settings: self.settings,
-                sort: self.sort,
-                report: CompactReport {
-                    groups: self.report.groups[part].to_vec(),
-                    ..self.report.clone()
-                },
+            .map(|part| {
+                let groups = self.groups[part.clone()].to_vec();
+                let tasks = groups
+                    .iter()
+                    .flat_map(|g| g.files.iter())
+                    .filter_map(|&i| {
+                        let path = &self.live[i].info.path;
+                        self.tasks.get(path).map(|t| (path.clone(), t.clone()))
+                    })
+                    .collect();
+                Compaction {
+                    start: self.start.clone(),
+                    planned_on: self.planned_on,
+                    live: self.live.clone(),
+                    tasks,
+                    groups,
+                    settings: self.settings,
+                    sort: self.sort,
+                    report: CompactReport {
+                        groups: self.report.groups[part].to_vec(),
+                        ..self.report.clone()
+                    },
+                }
             })
             .collect()
     }
@@ -268,17 +308,13 @@ impl Compaction {
             start,
             planned_on,
             live,
+            mut tasks,
             groups,
             settings,
             sort,
             mut report,
         } = self;
         let name = table_name(start.identifier());
-        let mut tasks = if groups.is_empty() {
-            HashMap::new()
-        } else {
-            scan_tasks(&start, planned_on).await?
-        };
         let attempt = uuid::Uuid::new_v4();
         let names = crate::writer::file_names(&format!("compact-{attempt}"));
         let mut written: Vec<WrittenGroup> = Vec::new();
@@ -437,6 +473,7 @@ fn settings_of(table: &Table, options: &CompactOptions) -> Result<CompactSetting
         min_file_bytes: options.min_file_size_bytes.unwrap_or(target_bytes / 4 * 3),
         min_input_files: options.min_input_files,
         max_group_bytes: options.max_group_bytes,
+        delete_file_threshold: options.delete_file_threshold,
     })
 }
 
@@ -467,6 +504,7 @@ async fn live_data_files(table: &Table) -> Result<Vec<LiveFile>> {
                 partition: spec.partition_to_path(file.partition(), schema.clone()),
                 bytes: file.file_size_in_bytes(),
                 records: file.record_count(),
+                deletes: 0,
             },
             partition: file.partition().clone(),
         });

@@ -13,6 +13,9 @@ pub struct CompactSettings {
     pub min_input_files: usize,
     /// See [`super::CompactOptions::max_group_bytes`].
     pub max_group_bytes: u64,
+    /// Files with at least this many delete files applying to them are rewritten whatever
+    /// their size, alone if need be; `None`: deletes do not count.
+    pub delete_file_threshold: Option<usize>,
 }
 
 /// A live data file, as the plan sees it.
@@ -28,6 +31,8 @@ pub struct FileInfo {
     pub bytes: u64,
     /// Its rows.
     pub records: u64,
+    /// The delete files that apply to it.
+    pub deletes: usize,
 }
 
 /// Files to rewrite together: all of one partition.
@@ -47,8 +52,13 @@ pub struct PlannedGroup {
 /// partition's groups come out even.
 pub fn plan_compaction(files: &[FileInfo], settings: &CompactSettings) -> Vec<PlannedGroup> {
     let mut partitions: BTreeMap<(i32, &str), Vec<usize>> = BTreeMap::new();
+    let too_many_deletes = |file: &FileInfo| {
+        settings
+            .delete_file_threshold
+            .is_some_and(|n| file.deletes >= n.max(1))
+    };
     for (i, file) in files.iter().enumerate() {
-        if file.bytes < settings.min_file_bytes {
+        if file.bytes < settings.min_file_bytes || too_many_deletes(file) {
             partitions
                 .entry((file.spec_id, &file.partition))
                 .or_default()
@@ -81,6 +91,7 @@ pub fn plan_compaction(files: &[FileInfo], settings: &CompactSettings) -> Vec<Pl
         groups.extend(bins.into_iter().filter(|b| {
             b.files.len() >= settings.min_input_files.max(2)
                 || (b.files.len() > 1 && b.bytes >= settings.target_bytes)
+                || b.files.iter().any(|&i| too_many_deletes(&files[i]))
         }));
     }
     for group in &mut groups {
@@ -125,6 +136,7 @@ mod tests {
             partition: partition.to_string(),
             bytes,
             records: 1,
+            deletes: 0,
         }
     }
 
@@ -134,6 +146,7 @@ mod tests {
             min_file_bytes: 75,
             min_input_files,
             max_group_bytes,
+            delete_file_threshold: None,
         }
     }
 
@@ -171,6 +184,25 @@ mod tests {
         );
         // One file alone is never rewritten.
         assert_eq!(plan_compaction(&[file("a", 10)], &settings(1, 1000)), []);
+    }
+
+    #[test]
+    fn files_with_enough_deletes_are_rewritten_whatever_their_size() {
+        let mut deleted = file("a", 500);
+        deleted.deletes = 2;
+        let files = vec![file("a", 500), deleted, file("b", 10)];
+        let with = CompactSettings {
+            delete_file_threshold: Some(2),
+            ..settings(5, 1000)
+        };
+        // Alone in its partition, and large: rewritten for its deletes.
+        assert_eq!(shape(&plan_compaction(&files, &with)), [("a", vec![1])]);
+        let fewer = CompactSettings {
+            delete_file_threshold: Some(3),
+            ..with
+        };
+        assert_eq!(plan_compaction(&files, &fewer), []);
+        assert_eq!(plan_compaction(&files, &settings(5, 1000)), []);
     }
 
     #[test]
