@@ -19,6 +19,9 @@ LOG_FILE="$RUN/bigtable.log"
 PACKAGE=google-cloud-cli-bigtable-emulator
 START_TIMEOUT_S=60
 
+# shellcheck source=../lib/server.sh
+source "$REPO/scripts/lib/server.sh"
+
 die() { echo "bigtable.sh: $*" >&2; exit 1; }
 
 find_emulator() {
@@ -26,19 +29,6 @@ find_emulator() {
     path="$(dpkg -L "$PACKAGE" 2>/dev/null | grep 'cbtemulator$' | head -n 1 || true)"
     [[ -n "$path" && -x "$path" ]] || die "cbtemulator not found: the Debian package $PACKAGE is not installed (it provides cbtemulator and cbt)"
     echo "$path"
-}
-
-# True when something accepts TCP connections on 127.0.0.1:$1.
-port_answers() {
-    timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
-}
-
-pid_alive() {
-    [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null
-}
-
-saved_pid() {
-    [[ -f "$PID_FILE" ]] && cat "$PID_FILE" || true
 }
 
 # Candidate ports: the explicit one only, or 8086 then random high ports.
@@ -106,22 +96,14 @@ start() {
 }
 
 stop() {
-    local pid i
+    local pid
     pid="$(saved_pid)"
     if ! pid_alive "$pid"; then
         rm -f "$PID_FILE" "$ENV_FILE" "$PORT_FILE"
         echo "bigtable: not running"
         return 0
     fi
-    # setsid made the emulator the leader of its own process group.
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 50); do
-        pid_alive "$pid" || break
-        sleep 0.1
-    done
-    if pid_alive "$pid"; then
-        kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-    fi
+    stop_group "$pid"
     rm -f "$PID_FILE" "$ENV_FILE" "$PORT_FILE"
     echo "bigtable: stopped (pid $pid)"
 }

@@ -29,7 +29,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use iceberg::io::LocalFsStorageFactory;
+use iceberg::io::{LocalFsStorageFactory, StorageFactory};
 use iceberg::spec::{Schema as IcebergSchema, SortOrder, UnboundPartitionSpec};
 use iceberg::table::Table;
 use iceberg::{
@@ -37,6 +37,7 @@ use iceberg::{
 };
 use iceberg_catalog_rest::{CommitTableRequest, RestCatalogBuilder};
 use iceberg_catalog_sql::SqlCatalogBuilder;
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use outflow_core::{Error, ErrorKind, Result, RetryClass, RetryPolicy};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
@@ -357,7 +358,7 @@ impl IcebergCatalog {
         props.insert("warehouse".into(), warehouse.to_string());
         props.insert("sql_bind_style".into(), "QMark".into());
         let inner = SqlCatalogBuilder::default()
-            .with_storage_factory(Arc::new(LocalFsStorageFactory))
+            .with_storage_factory(storage_for(Some(warehouse), properties))
             .load(name, props)
             .await
             .doing(format_args!("opening the SQL catalog {sqlx_uri}"))?;
@@ -417,7 +418,7 @@ impl IcebergCatalog {
             }
         }
         let inner = RestCatalogBuilder::default()
-            .with_storage_factory(Arc::new(LocalFsStorageFactory))
+            .with_storage_factory(storage_for(warehouse, properties))
             .with_client(http.clone())
             .load(name, props)
             .await
@@ -801,6 +802,21 @@ async fn commit_rest(
             };
             Err(endpoint.status(&what, status, &detail, ErrorKind::InvalidInput))
         }
+    }
+}
+
+/// Schemes whose locations go through OpenDAL's storage (see [`storage_for`]).
+const OBJECT_STORE_SCHEMES: [&str; 3] = ["s3://", "s3a://", "s3n://"];
+
+/// The storage of a catalog's tables: OpenDAL's, which resolves each location by its scheme,
+/// when the warehouse is in an object store or S3 settings are given; iceberg's own local
+/// filesystem otherwise, as every local table has always been written.
+fn storage_for(warehouse: Option<&str>, properties: &BTreeMap<String, String>) -> Arc<dyn StorageFactory> {
+    let in_object_store = warehouse.is_some_and(|w| OBJECT_STORE_SCHEMES.iter().any(|s| w.starts_with(s)));
+    if in_object_store || properties.keys().any(|k| k.starts_with("s3.")) {
+        Arc::new(OpenDalResolvingStorageFactory::new())
+    } else {
+        Arc::new(LocalFsStorageFactory)
     }
 }
 

@@ -637,6 +637,58 @@ fn expire_snapshots_keeps_what_a_tag_points_at() {
     );
 }
 
+/// A job whose Iceberg warehouse is in S3 (SeaweedFS): the keys come through `${ENV}`, the
+/// run writes every row to the store, PyIceberg reads them back from it, and neither
+/// `plan --json` nor the run's output shows the secret.
+#[test]
+fn a_job_writes_into_an_s3_warehouse_with_keys_from_the_environment() {
+    let s3 = outflow_testkit::iceberg::S3Store::from_env();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "in.csv", "id,name\n1,ada\n2,grace\n3,edsger\n");
+    let warehouse = format!("s3://{}/{}", s3.bucket, outflow_testkit::unique_name("job"));
+    let job = write(
+        dir.path(),
+        "job.yaml",
+        &format!(
+            "source:\n  path: in.csv\nsink:\n  iceberg:\n    table: db.people\n    catalog:\n\
+             \x20     type: sql\n      uri: lake/catalog.db\n      warehouse: {warehouse}\n\
+             \x20     properties:\n        s3.endpoint: '${{OUTFLOW_S3_ENDPOINT}}'\n\
+             \x20       s3.region: us-east-1\n        s3.path-style-access: 'true'\n\
+             \x20       s3.access-key-id: '${{S3_KEY}}'\n        s3.secret-access-key: '${{S3_SECRET}}'\n"
+        ),
+    );
+    std::fs::create_dir_all(dir.path().join("lake")).unwrap();
+    let run = |verb: &str| {
+        outflow()
+            .env("OUTFLOW_S3_ENDPOINT", &s3.endpoint)
+            .env("S3_KEY", &s3.access_key_id)
+            .env("S3_SECRET", &s3.secret_access_key)
+            .args([verb, "--json"])
+            .arg(&job)
+            .assert()
+            .success()
+    };
+    let plan = run("plan");
+    let ran = run("run");
+    for output in [plan.get_output(), ran.get_output()] {
+        let shown = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!shown.contains(&s3.secret_access_key), "{shown}");
+    }
+    let readers = TestCatalog::SqlInStore {
+        name: "outflow".into(),
+        db: dir.path().join("lake/catalog.db"),
+        warehouse,
+        properties: s3.properties(),
+    };
+    let read = readers.read(outflow_testkit::iceberg::Reader::PyIceberg, "db.people");
+    assert_eq!(read["row_count"], 3, "{read}");
+    assert!(!dir.path().join("lake/wh").exists() && !dir.path().join("lake/warehouse").exists());
+}
+
 /// `outflow iceberg compact`: a dry run says what it would rewrite and writes nothing; a
 /// run rewrites six one-row files into one in a replace snapshot both readers read the same
 /// rows from; expiring the older snapshots then leaves that one file.

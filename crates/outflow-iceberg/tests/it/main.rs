@@ -6,5 +6,6 @@ mod add_files;
 mod common;
 mod compact;
 mod evolution_property;
+mod object_store;
 mod rest_deadlines;
 mod sink;

