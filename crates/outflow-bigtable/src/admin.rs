@@ -29,7 +29,7 @@ use outflow_core::{
     Result,
 };
 
-use crate::client::{BigtableClient, status_error};
+use crate::client::BigtableClient;
 use crate::options::{ColumnFamily, GcRule, TableCreateOptions, ValueType};
 use crate::schema::RowEncoder;
 use crate::sink::Shared;
@@ -303,28 +303,23 @@ impl BigtableClient {
     async fn get_table(&self, table: &str) -> Result<Option<proto::Table>> {
         let name = self.table_path(table);
         let doing = format!("reading table {name}");
+        let message = || GetTableRequest {
+            name: name.clone(),
+            view: proto::table::View::SchemaView as i32,
+        };
         let result = self
-            .retry
-            .retry_within(&doing, self.request_timeout, |timeout| {
-                let request = self.request(
-                    GetTableRequest {
-                        name: name.clone(),
-                        view: proto::table::View::SchemaView as i32,
-                    },
-                    "name",
-                    &name,
-                    timeout,
-                );
-                let mut admin = self.admin.clone();
-                let doing = &doing;
-                async move {
+            .admin_call(
+                &doing,
+                ("name", &name),
+                message,
+                |mut admin, request| async move {
                     match admin.get_table(request).await {
                         Ok(response) => Ok(Some(response.into_inner())),
                         Err(status) if status.code() == Code::NotFound => Ok(None),
-                        Err(status) => Err(status_error(status, doing, self.admin_endpoint())),
+                        Err(status) => Err(status),
                     }
-                }
-            })
+                },
+            )
             .await?;
         Ok(result)
     }
@@ -336,39 +331,27 @@ impl BigtableClient {
             "creating table {} with column families {families}",
             self.table_path(table)
         );
-        self.retry
-            .retry_within(&doing, self.request_timeout, |timeout| {
-                let request = self.request(
-                    CreateTableRequest {
-                        parent: parent.clone(),
-                        table_id: table.to_string(),
-                        table: Some(proto::Table {
-                            column_families: options
-                                .column_families()
-                                .iter()
-                                .map(|f| (f.name().to_string(), f.to_proto()))
-                                .collect(),
-                            ..Default::default()
-                        }),
-                        initial_splits: Vec::new(),
-                    },
-                    "parent",
-                    &parent,
-                    timeout,
-                );
-                let mut admin = self.admin.clone();
-                let doing = &doing;
-                async move {
-                    admin
-                        .create_table(request)
-                        .await
-                        .map(|r| r.into_inner())
-                        .map_err(|status| {
-                            status_error(status, doing, self.admin_endpoint()).with_context("table", table)
-                        })
-                }
-            })
-            .await
+        let message = || CreateTableRequest {
+            parent: parent.clone(),
+            table_id: table.to_string(),
+            table: Some(proto::Table {
+                column_families: options
+                    .column_families()
+                    .iter()
+                    .map(|f| (f.name().to_string(), f.to_proto()))
+                    .collect(),
+                ..Default::default()
+            }),
+            initial_splits: Vec::new(),
+        };
+        self.admin_call(
+            &doing,
+            ("parent", &parent),
+            message,
+            |mut admin, request| async move { admin.create_table(request).await.map(|r| r.into_inner()) },
+        )
+        .await
+        .map_err(|e| e.with_context("table", table))
     }
 
     /// Deletes `table` (what aborting a sink does to a table it created and wrote nothing
@@ -376,60 +359,51 @@ impl BigtableClient {
     pub(crate) async fn delete_table(&self, table: &str) -> Result<()> {
         let name = self.table_path(table);
         let doing = format!("deleting table {name}");
-        self.retry
-            .retry_within(&doing, self.request_timeout, |timeout| {
-                let request = self.request(DeleteTableRequest { name: name.clone() }, "name", &name, timeout);
-                let mut admin = self.admin.clone();
-                let doing = &doing;
-                async move {
-                    match admin.delete_table(request).await {
-                        Ok(_) => Ok(()),
-                        Err(status) if status.code() == Code::NotFound => Ok(()),
-                        Err(status) => {
-                            Err(status_error(status, doing, self.admin_endpoint())
-                                .with_context("table", table))
-                        }
-                    }
+        let message = || DeleteTableRequest { name: name.clone() };
+        self.admin_call(
+            &doing,
+            ("name", &name),
+            message,
+            |mut admin, request| async move {
+                match admin.delete_table(request).await {
+                    Ok(_) => Ok(()),
+                    Err(status) if status.code() == Code::NotFound => Ok(()),
+                    Err(status) => Err(status),
                 }
-            })
-            .await
+            },
+        )
+        .await
+        .map_err(|e| e.with_context("table", table))
     }
 
     async fn add_families(&self, table: &str, families: &[&ColumnFamily]) -> Result<proto::Table> {
         let name = self.table_path(table);
         let doing = format!("adding column families {} to table {name}", names(families));
-        self.retry
-            .retry_within(&doing, self.request_timeout, |timeout| {
-                let request = self.request(
-                    ModifyColumnFamiliesRequest {
-                        name: name.clone(),
-                        modifications: families
-                            .iter()
-                            .map(|f| Modification {
-                                id: f.name().to_string(),
-                                update_mask: None,
-                                r#mod: Some(Mod::Create(f.to_proto())),
-                            })
-                            .collect(),
-                        ignore_warnings: false,
-                    },
-                    "name",
-                    &name,
-                    timeout,
-                );
-                let mut admin = self.admin.clone();
-                let doing = &doing;
-                async move {
-                    admin
-                        .modify_column_families(request)
-                        .await
-                        .map(|r| r.into_inner())
-                        .map_err(|status| {
-                            status_error(status, doing, self.admin_endpoint()).with_context("table", table)
-                        })
-                }
-            })
-            .await
+        let message = || ModifyColumnFamiliesRequest {
+            name: name.clone(),
+            modifications: families
+                .iter()
+                .map(|f| Modification {
+                    id: f.name().to_string(),
+                    update_mask: None,
+                    r#mod: Some(Mod::Create(f.to_proto())),
+                })
+                .collect(),
+            ignore_warnings: false,
+        };
+        self.admin_call(
+            &doing,
+            ("name", &name),
+            message,
+            |mut admin, request| async move {
+                admin
+                    .modify_column_families(request)
+                    .await
+                    .map(|r| r.into_inner())
+            },
+        )
+        .await
+        .map_err(|e| e.with_context("table", table))
     }
 }
 

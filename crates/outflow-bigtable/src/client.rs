@@ -175,7 +175,7 @@ impl Target {
 }
 
 type DataClient = bigtable_client::BigtableClient<GoogleAuthMiddleware>;
-type AdminClient = BigtableTableAdminClient<GoogleAuthMiddleware>;
+pub(crate) type AdminClient = BigtableTableAdminClient<GoogleAuthMiddleware>;
 
 /// A connected Bigtable client: table administration, reads and batched writes. Cheap to
 /// clone; clones share the connection.
@@ -298,6 +298,36 @@ impl BigtableClient {
     /// `projects/P/instances/I/tables/T`.
     pub fn table_path(&self, table: &str) -> String {
         format!("{}/tables/{table}", self.instance_path())
+    }
+
+    /// One call to the table admin API, retried under the client's policy, each attempt
+    /// within the request timeout: `message` builds the request (routed on
+    /// `param`=`resource`), `call` sends it on a clone of the admin client and may turn a
+    /// status into an answer (a NotFound, say); any other status becomes Outflow's error,
+    /// `doing` saying what failed.
+    pub(crate) async fn admin_call<T, R, Fut>(
+        &self,
+        doing: &str,
+        (param, resource): (&str, &str),
+        message: impl Fn() -> T,
+        call: impl Fn(AdminClient, tonic::Request<T>) -> Fut,
+    ) -> Result<R>
+    where
+        Fut: std::future::Future<Output = std::result::Result<R, Status>>,
+    {
+        self.retry
+            .retry_within(doing, self.request_timeout, |timeout| {
+                let answer = call(
+                    self.admin.clone(),
+                    self.request(message(), param, resource, timeout),
+                );
+                async move {
+                    answer
+                        .await
+                        .map_err(|status| status_error(status, doing, self.admin_endpoint()))
+                }
+            })
+            .await
     }
 
     /// A request with the routing header the service expects (it routes on the resource

@@ -214,28 +214,17 @@ impl BigtableClient {
         let name = self.table_path(LEDGER_TABLE);
         let doing = format!("forgetting the loads of {table} in {name}");
         let prefix = format!("{table}#").into_bytes();
-        self.retry
-            .retry_within(&doing, self.request_timeout, |timeout| {
-                let request = self.request(
-                    DropRowRangeRequest {
-                        name: name.clone(),
-                        target: Some(Target::RowKeyPrefix(prefix.clone())),
-                    },
-                    "name",
-                    &name,
-                    timeout,
-                );
-                let mut admin = self.admin.clone();
-                let doing = &doing;
-                async move {
-                    admin
-                        .drop_row_range(request)
-                        .await
-                        .map(|_| ())
-                        .map_err(|status| status_error(status, doing, self.admin_endpoint()))
-                }
-            })
-            .await
+        let message = || DropRowRangeRequest {
+            name: name.clone(),
+            target: Some(Target::RowKeyPrefix(prefix.clone())),
+        };
+        self.admin_call(
+            &doing,
+            ("name", &name),
+            message,
+            |mut admin, request| async move { admin.drop_row_range(request).await.map(|_| ()) },
+        )
+        .await
     }
 
     async fn put_ledger_row(&self, table: &str, load: &Load, cells: &[(&str, String)]) -> Result<()> {
