@@ -66,6 +66,14 @@ impl BigQueryEnv {
         self.call(&["create-dataset", "--project", &self.project, "--dataset", dataset]);
     }
 
+    /// A new dataset with a unique name starting with `prefix`, created as
+    /// [`BigQueryEnv::create_dataset`] does; its name.
+    pub fn new_dataset(&self, prefix: &str) -> String {
+        let dataset = crate::unique_name(prefix);
+        self.create_dataset(&dataset);
+        dataset
+    }
+
     /// A table as Google's Python client reads it: `{"schema": [...], "num_rows": N,
     /// "rows": [...]}` (see the script for the value conventions).
     pub fn read_table(&self, dataset: &str, table: &str) -> serde_json::Value {
@@ -76,20 +84,24 @@ impl BigQueryEnv {
     /// [`BigQueryEnv::read_table`], or `None` when the table does not exist (the client's
     /// `NotFound`); any other error panics.
     pub fn try_read_table(&self, dataset: &str, table: &str) -> Option<serde_json::Value> {
-        let args = [
-            "read",
+        match self.try_call(&self.table_args("read", dataset, table)) {
+            Ok(read) => Some(read),
+            Err(error) if error.contains("NotFound") => None,
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    /// The tool's arguments for `verb` on `dataset.table` of this project.
+    fn table_args<'a>(&'a self, verb: &'a str, dataset: &'a str, table: &'a str) -> [&'a str; 7] {
+        [
+            verb,
             "--project",
             &self.project,
             "--dataset",
             dataset,
             "--table",
             table,
-        ];
-        match self.try_call(&args) {
-            Ok(read) => Some(read),
-            Err(error) if error.contains("NotFound") => None,
-            Err(error) => panic!("{error}"),
-        }
+        ]
     }
 
     /// Runs one GoogleSQL statement (a query, DML or DDL) with Google's Python client and
@@ -101,15 +113,7 @@ impl BigQueryEnv {
     /// The name of a pending stream of `dataset.table` that Google's Python client created
     /// and finalized without committing it.
     pub fn uncommitted_stream(&self, dataset: &str, table: &str) -> String {
-        let made = self.call(&[
-            "uncommitted-stream",
-            "--project",
-            &self.project,
-            "--dataset",
-            dataset,
-            "--table",
-            table,
-        ]);
+        let made = self.call(&self.table_args("uncommitted-stream", dataset, table));
         made["stream"].as_str().expect("a stream name").to_string()
     }
 

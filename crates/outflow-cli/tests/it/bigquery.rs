@@ -33,8 +33,7 @@ fn ids(read: &Value) -> Vec<i64> {
 #[test]
 fn a_job_loads_csv_rows_into_bigquery() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("in.csv"),
@@ -76,8 +75,7 @@ fn a_job_loads_csv_rows_into_bigquery() {
 #[test]
 fn ensure_table_creates_then_evolves_as_allowed() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     let v1 = dir.path().join("v1.json");
     std::fs::write(
@@ -137,8 +135,7 @@ fn ensure_table_creates_then_evolves_as_allowed() {
 #[test]
 fn plan_agrees_with_the_run_on_added_columns_and_missing_datasets() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     let job = |dataset: &str| {
         let text = format!(
@@ -249,8 +246,7 @@ fn without_credentials_a_job_fails_fast_saying_what_to_do() {
 #[test]
 fn ensure_table_flags_are_named_as_the_job_keys() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     let v1 = dir.path().join("v1.yaml");
     std::fs::write(&v1, "- {name: id, type: INT64, mode: REQUIRED}\n").unwrap();
@@ -333,8 +329,7 @@ fn city_job(
 #[test]
 fn a_failed_run_removes_the_table_it_created_or_says_what_it_keeps() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     // Batches of 2: the first two are written before the third fails on line 6.
     crate::city_csv(dir.path(), 1..5, true);
@@ -400,8 +395,7 @@ fn a_failed_run_removes_the_table_it_created_or_says_what_it_keeps() {
 #[test]
 fn ctrl_c_on_a_pending_run_removes_the_table_it_created() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     crate::city_csv(dir.path(), 0..1_000_000, false);
     let job = city_job(
@@ -453,8 +447,7 @@ fn parts_job(
 #[test]
 fn a_rerun_into_bigquery_loads_only_the_new_files() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     crate::city_part(dir.path(), "a", 0..3);
     crate::city_part(dir.path(), "b", 3..5);
@@ -494,8 +487,7 @@ fn a_rerun_into_bigquery_loads_only_the_new_files() {
 #[test]
 fn a_rerun_settles_a_stopped_bigquery_load_from_its_streams() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     crate::city_part(dir.path(), "a", 0..4);
     let job = parts_job(dir.path(), &env, &dataset, "t", "");
@@ -558,8 +550,7 @@ fn a_rerun_settles_a_stopped_bigquery_load_from_its_streams() {
 #[test]
 fn a_bigquery_run_killed_at_any_moment_and_run_again_loads_each_row_once() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     for f in 0..4 {
         crate::city_part(dir.path(), &format!("p{f}"), f * 2000..(f + 1) * 2000);
@@ -581,8 +572,7 @@ fn a_bigquery_run_killed_at_any_moment_and_run_again_loads_each_row_once() {
 #[test]
 fn an_engine_job_into_bigquery_loads_each_file_once() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("cli");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("cli");
     let dir = tempfile::tempdir().unwrap();
     crate::city_part(dir.path(), "a", 0..3);
     let job = parts_job(dir.path(), &env, &dataset, "t", "");

@@ -939,8 +939,7 @@ fn plan_then_run_iceberg() {
 #[test]
 fn plan_then_run_bigquery() {
     let env = BigQueryEnv::from_env();
-    let dataset = unique_name("plan");
-    env.create_dataset(&dataset);
+    let dataset = env.new_dataset("plan");
     let target = Target::BigQuery { env, dataset };
     run_cases("BigQuery", Case::cases(Sink::BigQuery, BIGQUERY_CASES), |case| {
         run_case(&target, case)
