@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::TableIdent;
 use iceberg::spec::{
-    DataFile, FormatVersion, ManifestContentType, ManifestFile, ManifestWriterBuilder, Operation,
+    DataFile, FormatVersion, Manifest, ManifestContentType, ManifestFile, ManifestWriterBuilder, Operation,
     PartitionSpecRef, SnapshotSummaryCollector,
 };
 use iceberg::table::Table;
@@ -49,15 +49,30 @@ pub(super) async fn commit_once(
     let name = table_name(ident);
     let metadata = table.metadata();
     let io = table.file_io();
-    let manifests = current_manifests(&table).await?;
     let current_id = metadata.current_snapshot().map(|s| s.snapshot_id());
+    // Each data manifest of the current snapshot, read once: for what is live now, and for
+    // the manifests to rewrite.
+    let mut manifests: Vec<(ManifestFile, Option<Manifest>)> = Vec::new();
+    for manifest in current_manifests(&table).await? {
+        let loaded = match manifest.content {
+            ManifestContentType::Data => Some(
+                manifest
+                    .load_manifest(io)
+                    .await
+                    .doing(format_args!("reading manifest {}", manifest.manifest_path))?,
+            ),
+            ManifestContentType::Deletes => None,
+        };
+        manifests.push((manifest, loaded));
+    }
 
     // What changed since the plan.
     let mut given_up = HashMap::new();
-    let live: HashSet<String> = crate::commit::live_data_files(&table)
-        .await?
-        .into_iter()
-        .map(|(_, file)| file.file_path().to_string())
+    let live: HashSet<String> = manifests
+        .iter()
+        .filter_map(|(_, loaded)| loaded.as_ref())
+        .flat_map(|loaded| loaded.entries().iter().filter(|e| e.is_alive()))
+        .map(|e| e.file_path().to_string())
         .collect();
     let live_at_commit = live.len();
     if current_id != Some(planned_on) {
@@ -156,20 +171,10 @@ pub(super) async fn commit_once(
     }
     // The manifests that held rewritten files: those entries deleted, the others existing.
     if failure.is_none() {
-        for manifest in manifests {
-            if manifest.content != ManifestContentType::Data {
+        for (manifest, loaded) in manifests {
+            let Some(loaded) = loaded else {
                 out.push(manifest);
                 continue;
-            }
-            let loaded = match manifest.load_manifest(io).await {
-                Ok(loaded) => loaded,
-                Err(e) => {
-                    failure = Some(crate::client::from_iceberg(
-                        e,
-                        format_args!("reading manifest {}", manifest.manifest_path),
-                    ));
-                    break;
-                }
             };
             if !loaded
                 .entries()
