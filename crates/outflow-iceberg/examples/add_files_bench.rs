@@ -3,10 +3,16 @@
 //! ```text
 //! add_files_bench footers LIST CONCURRENCY          read and decode every footer, nothing else
 //! add_files_bench add LIST CATALOG_DIR TABLE CONCURRENCY   AddFiles into a SQLite catalog
+//! add_files_bench s3-footers URL CONCURRENCY        list the objects under URL, then read
+//!                                                   and decode their footers (OpenDAL, bare)
+//! add_files_bench s3-add URL CATALOG_DIR WAREHOUSE TABLE CONCURRENCY
+//!                                                   AddFiles of the prefix URL into a table
+//!                                                   in the S3 warehouse WAREHOUSE
 //! ```
 //!
-//! `LIST` is a file with one Parquet path per line. Each prints one JSON line with the
-//! wall time in seconds.
+//! `LIST` is a file with one Parquet path per line; the S3 modes reach the store from
+//! `OUTFLOW_S3_*` (`.cache/run/seaweedfs.env`). Each prints one JSON line with the wall
+//! time in seconds.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::time::Instant;
@@ -38,11 +44,107 @@ fn read_footer(path: &str) -> std::io::Result<usize> {
     Ok(decoded.num_row_groups())
 }
 
+fn s3_properties() -> std::collections::BTreeMap<String, String> {
+    let env = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
+    [
+        ("s3.endpoint", env("OUTFLOW_S3_ENDPOINT")),
+        ("s3.access-key-id", env("OUTFLOW_S3_ACCESS_KEY_ID")),
+        ("s3.secret-access-key", env("OUTFLOW_S3_SECRET_ACCESS_KEY")),
+        ("s3.region", env("OUTFLOW_S3_REGION")),
+        ("s3.path-style-access", "true".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// The bare cost on S3: one listing, then per object one ranged read of its tail (a second
+/// for a longer footer) and the decoding, `concurrency` at a time, through OpenDAL directly.
+async fn s3_footers(url: &str, concurrency: usize) -> Result<(usize, usize), Box<dyn std::error::Error>> {
+    let p = s3_properties();
+    let (bucket, prefix) = url.trim_start_matches("s3://").split_once('/').ok_or("s3://bucket/prefix")?;
+    let operator = opendal::Operator::new(
+        opendal::services::S3::default()
+            .bucket(bucket)
+            .endpoint(&p["s3.endpoint"])
+            .region(&p["s3.region"])
+            .access_key_id(&p["s3.access-key-id"])
+            .secret_access_key(&p["s3.secret-access-key"]),
+    )?
+    .finish();
+    let prefix = format!("{}/", prefix.trim_end_matches('/'));
+    let listed = operator.list_with(&prefix).recursive(true).await?;
+    let objects: Vec<(String, u64)> = listed
+        .into_iter()
+        .filter(|e| e.path().ends_with(".parquet"))
+        .map(|e| (e.path().to_string(), e.metadata().content_length()))
+        .collect();
+    let groups: Vec<usize> = futures::stream::iter(objects.iter().cloned())
+        .map(|(key, size)| {
+            let operator = operator.clone();
+            async move {
+                let tail = size.min(64 * 1024);
+                let buf = operator.read_with(&key).range(size - tail..size).await.expect("the tail").to_vec();
+                let n = buf.len();
+                let len = u32::from_le_bytes(buf[n - 8..n - 4].try_into().expect("four bytes")) as u64;
+                let metadata = if len + 8 <= n as u64 {
+                    buf[n - 8 - len as usize..n - 8].to_vec()
+                } else {
+                    let start = size - 8 - len;
+                    operator.read_with(&key).range(start..start + len).await.expect("the footer").to_vec()
+                };
+                ParquetMetaDataReader::decode_metadata(&metadata).expect("a footer").num_row_groups()
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    Ok((objects.len(), groups.iter().sum()))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: add_files_bench footers LIST CONCURRENCY | add LIST CATALOG_DIR TABLE CONCURRENCY";
+    let usage = "usage: add_files_bench footers LIST CONCURRENCY | add LIST CATALOG_DIR TABLE CONCURRENCY \
+                 | s3-footers URL CONCURRENCY | s3-add URL CATALOG_DIR WAREHOUSE TABLE CONCURRENCY";
     let mode = args.get(1).ok_or(usage)?;
+    match mode.as_str() {
+        "s3-footers" => {
+            let concurrency: usize = args.get(3).ok_or(usage)?.parse()?;
+            let started = Instant::now();
+            let (files, groups) = s3_footers(args.get(2).ok_or(usage)?, concurrency).await?;
+            let seconds = started.elapsed().as_secs_f64();
+            println!("{{\"mode\":\"footers\",\"files\":{files},\"row_groups\":{groups},\"seconds\":{seconds:.3}}}");
+            return Ok(());
+        }
+        "s3-add" => {
+            let [url, dir, warehouse, table, concurrency] = &args[2..] else {
+                return Err(usage.into());
+            };
+            let options = AddFilesOptions::builder()
+                .catalog(CatalogConfig::Sql {
+                    uri: format!("{dir}/catalog.db"),
+                    warehouse: warehouse.clone(),
+                    name: "outflow".into(),
+                    properties: s3_properties(),
+                })
+                .table(table.clone())
+                .max_concurrent_reads(concurrency.parse()?)
+                .build()?;
+            let started = Instant::now();
+            let result = AddFiles::connect(options).await?.run(&[url]).await?;
+            let seconds = started.elapsed().as_secs_f64();
+            if !result.errors.is_empty() {
+                eprintln!("{}", result.render());
+            }
+            println!(
+                "{{\"mode\":\"add\",\"files\":{},\"added\":{},\"records\":{},\"seconds\":{seconds:.3}}}",
+                result.files_given, result.files_added, result.records_added
+            );
+            return Ok(());
+        }
+        _ => {}
+    }
     let list = std::fs::read_to_string(args.get(2).ok_or(usage)?)?;
     let files: Vec<String> = list
         .lines()

@@ -263,6 +263,9 @@ pub struct IcebergCatalog {
     rest: Option<Arc<RestEndpoint>>,
     /// How reads of a REST catalog are retried.
     retry: RetryPolicy,
+    /// The storage settings among the catalog's properties, for objects read outside a
+    /// table's FileIO (AddFiles' inputs).
+    storage: outflow_store::StorageSettings,
     // Keeps a temporary warehouse of a memory catalog alive as long as the catalog.
     _scratch: Option<Arc<TempDir>>,
 }
@@ -368,6 +371,7 @@ impl IcebergCatalog {
             commits: Arc::new(CommitPath::Sql { pool }),
             rest: None,
             retry: RetryPolicy::none(),
+            storage: outflow_store::StorageSettings::from_properties(properties),
             _scratch: scratch,
         })
     }
@@ -433,8 +437,15 @@ impl IcebergCatalog {
             }),
             rest: Some(endpoint),
             retry: retry.clone(),
+            storage: outflow_store::StorageSettings::from_properties(properties),
             _scratch: None,
         })
+    }
+
+    /// How objects outside a table are reached: the storage settings among the catalog's
+    /// properties (`s3.endpoint`, keys...).
+    pub fn storage_settings(&self) -> &outflow_store::StorageSettings {
+        &self.storage
     }
 
     /// Runs a read of the catalog. On a REST catalog each attempt is bounded by the request

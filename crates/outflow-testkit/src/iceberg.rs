@@ -205,6 +205,13 @@ impl TestCatalog {
         self.call(Reader::PyIceberg, "tag", table, &args)
     }
 
+    /// PyIceberg's view of the current snapshot's data files: `{"files": [{path,
+    /// record_count, file_size}]}`, sorted by path (it reads tables in object stores, which
+    /// the Java reader here does not).
+    pub fn pyiceberg_files(&self, table: &str) -> Value {
+        self.call(Reader::PyIceberg, "files", table, &[])
+    }
+
     /// Java Iceberg's view of the current snapshot's data files: `{"files": [{path,
     /// partition, spec_id, record_count, file_size, delete_files, value_counts,
     /// null_counts, lower_bounds, upper_bounds}]}`, sorted by path; counts and bounds by

@@ -418,6 +418,16 @@ def cmd_add_files(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_files(args: argparse.Namespace) -> None:
+    table = open_catalog(args, writable=False).load_table(split_identifier(args.table))
+    files = [
+        {"path": t.file.file_path, "record_count": t.file.record_count, "file_size": t.file.file_size_in_bytes}
+        for t in table.scan().plan_files()
+    ]
+    files.sort(key=lambda f: f["path"])
+    print(canonical({"table": args.table, "files": files}))
+
+
 def cmd_tag(args: argparse.Namespace) -> None:
     catalog = open_catalog(args, writable=True)
     table = catalog.load_table(split_identifier(args.table))
@@ -462,6 +472,10 @@ def main(argv: list[str] | None = None) -> None:
     common(p)
     p.add_argument("--files", required=True, nargs="+")
     p.set_defaults(func=cmd_add_files)
+
+    p = sub.add_parser("files", help="the current snapshot's data files: path, record_count, file_size")
+    common(p)
+    p.set_defaults(func=cmd_files)
 
     p = sub.add_parser("tag", help="tag the oldest snapshot")
     common(p)

@@ -4,7 +4,8 @@
 //! `PAR1` magic. AddFiles reads the file's tail once (64 KiB, which holds the whole footer of
 //! most files) and a second time only when the footer is longer. Local files are read with
 //! plain file I/O on tokio's blocking pool, where decoding also runs, so that footers decode
-//! in parallel; other URLs go through the table's FileIO.
+//! in parallel; objects (`s3://`) are read with ranged reads, their sizes known from the
+//! listing that found them; other URLs go through the table's FileIO.
 //!
 //! Every way a file can be wrong (missing, empty, not Parquet, truncated, a footer the
 //! Parquet reader rejects or even panics on) ends as a [`FileFailure`] for that file.
@@ -18,6 +19,7 @@ use futures::StreamExt;
 use iceberg::io::FileIO;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
+use super::objects::Objects;
 use super::report::FileErrorKind;
 use super::schema::{FileSchema, file_schema};
 
@@ -92,17 +94,18 @@ fn source(location: &str) -> Result<Source, FileFailure> {
 }
 
 /// Reads the footers of `locations`, at most `concurrency` at a time, giving one result
-/// per location in the same order. `io` reads what is not a local file; `on_done` is
-/// called after each file (for progress reports).
+/// per location in the same order. `objects` reads object URLs (`s3://`), `io` other
+/// URLs; `on_done` is called after each file (for progress reports).
 pub(crate) async fn read_all(
     locations: Vec<String>,
+    objects: &Objects,
     io: &FileIO,
     concurrency: usize,
     on_done: &(dyn Fn() + Send + Sync),
 ) -> Vec<Result<FileFacts, FileFailure>> {
     futures::stream::iter(locations)
         .map(|location| async move {
-            let result = read_facts(location, io).await;
+            let result = read_facts(location, objects, io).await;
             on_done();
             result
         })
@@ -112,7 +115,11 @@ pub(crate) async fn read_all(
 }
 
 /// Reads one file's footer and what AddFiles needs from it.
-pub(crate) async fn read_facts(location: String, io: &FileIO) -> Result<FileFacts, FileFailure> {
+pub(crate) async fn read_facts(
+    location: String,
+    objects: &Objects,
+    io: &FileIO,
+) -> Result<FileFacts, FileFailure> {
     match source(&location)? {
         Source::Local(path) => tokio::task::spawn_blocking(move || {
             let (size, metadata) = read_local(&path)?;
@@ -120,6 +127,10 @@ pub(crate) async fn read_facts(location: String, io: &FileIO) -> Result<FileFact
         })
         .await
         .map_err(|e| FileFailure::new(FileErrorKind::Corrupt, format!("reading the footer failed: {e}")))?,
+        Source::Remote(url) if outflow_store::is_object_url(&url) => {
+            let (size, metadata) = read_object(&url, objects).await?;
+            facts(location, size, &metadata)
+        }
         Source::Remote(url) => {
             let (size, metadata) = read_remote(&url, io).await?;
             facts(location, size, &metadata)
@@ -261,17 +272,53 @@ async fn read_remote(url: &str, io: &FileIO) -> Result<(u64, ParquetMetaData), F
     let input = io.new_input(url).map_err(failed)?;
     let size = input.metadata().await.map_err(failed)?.size;
     let reader = input.reader().await.map_err(failed)?;
+    let metadata = read_tail(size, |range| async { reader.read(range).await.map_err(failed) }).await?;
+    Ok((size, metadata))
+}
+
+/// Reads and decodes the footer of an object: its size from the listing that found it (or
+/// a stat), then its tail by a ranged read.
+async fn read_object(url: &str, objects: &Objects) -> Result<(u64, ParquetMetaData), FileFailure> {
+    let failed = |e: outflow_core::Error| FileFailure::new(FileErrorKind::Unreadable, e.to_string());
+    let (store, object) = objects.store(url).map_err(failed)?;
+    let size = match objects.size(url) {
+        Some(size) => size,
+        None => match store.stat(&object).await.map_err(failed)? {
+            Some(entry) => entry.size,
+            None => {
+                return Err(FileFailure::new(
+                    FileErrorKind::Unreadable,
+                    format!("cannot read {url}: it does not exist"),
+                ));
+            }
+        },
+    };
+    let metadata = read_tail(size, |range| {
+        let (store, object) = (&store, &object);
+        async move { store.read(object, range).await.map_err(failed) }
+    })
+    .await?;
+    Ok((size, metadata))
+}
+
+/// Decodes the footer of a `size`-byte file whose bytes `read` returns: its tail first,
+/// more only when the footer is longer.
+async fn read_tail<F, Fut>(size: u64, read: F) -> Result<ParquetMetaData, FileFailure>
+where
+    F: Fn(std::ops::Range<u64>) -> Fut,
+    Fut: std::future::Future<Output = Result<Bytes, FileFailure>>,
+{
     let tail_len = tail_len(size)?;
-    let tail: Bytes = reader.read(size - tail_len..size).await.map_err(failed)?;
+    let tail = read(size - tail_len..size).await?;
     let metadata = match inspect_tail(size, &tail)? {
         Tail::Metadata(m) => m,
-        Tail::Longer { start, len } => reader.read(start..start + len).await.map_err(failed)?.to_vec(),
+        Tail::Longer { start, len } => read(start..start + len).await?.to_vec(),
         Tail::NoMagic => {
-            let head = reader.read(0..MAGIC.len() as u64).await.map_err(failed)?;
+            let head = read(0..MAGIC.len() as u64).await?;
             return Err(no_magic(&head));
         }
     };
-    Ok((size, decode(&metadata)?))
+    decode(&metadata)
 }
 
 /// What the last bytes of a file say.

@@ -43,6 +43,7 @@ mod footer;
 #[cfg(test)]
 mod fuzz;
 mod metrics;
+mod objects;
 mod options;
 mod partition;
 mod report;
@@ -72,6 +73,7 @@ pub use self::report::{
 
 use self::footer::FileFacts;
 use self::metrics::Resolved;
+use self::objects::Objects;
 use crate::admin::create_with_name_mapping;
 use crate::client::IcebergCatalog;
 use crate::client::IcebergResultExt;
@@ -102,6 +104,7 @@ pub struct AddFiles {
     catalog: IcebergCatalog,
     options: AddFilesOptions,
     progress: Option<ProgressFn>,
+    objects: Arc<Objects>,
 }
 
 impl std::fmt::Debug for AddFiles {
@@ -118,20 +121,18 @@ impl AddFiles {
     pub async fn connect(options: AddFilesOptions) -> Result<AddFiles> {
         options.validate()?;
         let catalog = IcebergCatalog::connect_with_retry(&options.catalog, &options.retry).await?;
-        Ok(AddFiles {
-            catalog,
-            options,
-            progress: None,
-        })
+        AddFiles::with_catalog(catalog, options)
     }
 
     /// AddFiles on an already connected catalog (its `catalog` option is not used).
     pub fn with_catalog(catalog: IcebergCatalog, options: AddFilesOptions) -> Result<AddFiles> {
         options.validate()?;
+        let objects = Arc::new(Objects::new(catalog.storage_settings().clone()));
         Ok(AddFiles {
             catalog,
             options,
             progress: None,
+            objects,
         })
     }
 
@@ -179,11 +180,13 @@ impl AddFiles {
             run.registered_at = table.metadata().current_snapshot_id();
         }
 
+        let (files, unlisted) = run.expand(files).await;
+        run.result.files_given = files.len() + unlisted;
         // Distinct inputs in order, the first occurrence kept.
         let mut seen: HashMap<String, bool> = HashMap::new();
         let mut todo: Vec<Input> = Vec::new();
-        for given in files {
-            let given = given.as_ref();
+        for given in &files {
+            let given = given.as_str();
             let location = match location(given) {
                 Ok(l) => l,
                 Err(reason) => {
@@ -453,6 +456,30 @@ struct Target {
 }
 
 impl Run<'_> {
+    /// The inputs with object prefixes and globs replaced by the objects they name; one
+    /// that cannot be listed, or names none, is an error for that input.
+    /// Also returns how many inputs gave errors.
+    async fn expand<S: AsRef<str>>(&mut self, given: &[S]) -> (Vec<String>, usize) {
+        let mut out = Vec::with_capacity(given.len());
+        let errors = self.result.errors.len();
+        for item in given {
+            let item = item.as_ref();
+            match self.add.objects.expand(item).await {
+                None => out.push(item.to_string()),
+                Some(Ok(found)) if found.is_empty() => {
+                    self.error(
+                        item,
+                        FileErrorKind::Unreadable,
+                        format!("no Parquet object matches {item}"),
+                    );
+                }
+                Some(Ok(found)) => out.extend(found),
+                Some(Err(e)) => self.error(item, FileErrorKind::Unreadable, e.to_string()),
+            }
+        }
+        (out, self.result.errors.len() - errors)
+    }
+
     fn error(&mut self, path: &str, kind: FileErrorKind, reason: impl Into<String>) {
         self.result.errors.push(FileError {
             path: path.to_string(),
@@ -507,7 +534,14 @@ impl Run<'_> {
             }
         };
         let locations = inputs.iter().map(|i| i.location.clone()).collect();
-        let results = footer::read_all(locations, &io, add.options.max_concurrent_reads, &on_done).await;
+        let results = footer::read_all(
+            locations,
+            &add.objects,
+            &io,
+            add.options.max_concurrent_reads,
+            &on_done,
+        )
+        .await;
         let mut files = Vec::new();
         for (input, result) in inputs.into_iter().zip(results) {
             match result {

@@ -189,7 +189,8 @@ pub struct AddFilesResult {
     pub table_created: bool,
     /// Whether a window was rejected under `on_incompatible: fail` (nothing of it committed).
     pub rejected: bool,
-    /// Input paths given, duplicates included.
+    /// Input paths given, duplicates included; an object prefix or glob counts as the
+    /// objects it names (or as one when it names none or cannot be listed).
     pub files_given: usize,
     /// Files registered (in a dry run: that would be registered).
     pub files_added: usize,
