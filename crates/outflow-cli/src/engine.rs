@@ -38,7 +38,7 @@ use crate::loads::{Ledgers, Skipped};
 use crate::output::progress::Progress;
 use crate::output::some_names;
 use crate::run::{DeadLetterReport, ReadStats, RejectionStream, RunReport, create_dead_letter};
-use crate::source::{SourceFile, resolve};
+use crate::source::{Location, SourceFile, resolve};
 
 /// The sink's name in the statement.
 const SINK_TABLE: &str = "outflow_sink";
@@ -120,7 +120,12 @@ impl PlannedQuery {
 /// is refused first.
 pub async fn plan(job: &Job, engine: &EngineSpec, file: &JobFile, local: bool) -> Result<PlannedQuery> {
     check(job)?;
-    let (files, format) = resolve(&job.source.path, file.dir(), job.source.format)?;
+    let (files, format) = resolve(
+        &job.source.path,
+        file.dir(),
+        job.source.format,
+        &job.source.storage,
+    )?;
     let ctx = if local {
         local_context(engine, job.source.batch_size)
     } else {
@@ -490,9 +495,18 @@ async fn register_source(
     };
     let urls = files
         .iter()
-        .map(|f| {
-            let path = std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone());
-            ListingTableUrl::parse(path.to_string_lossy()).map_err(|e| engine_error("source.path", e))
+        .map(|f| match &f.location {
+            Location::Local(path) => {
+                let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+                ListingTableUrl::parse(path.to_string_lossy()).map_err(|e| engine_error("source.path", e))
+            }
+            Location::Object(url, store) => {
+                let listing =
+                    ListingTableUrl::parse(url.to_string()).map_err(|e| engine_error("source.path", e))?;
+                // DataFusion finds a URL's store by its scheme and bucket.
+                ctx.register_object_store(listing.object_store().as_ref(), store.object_store());
+                Ok(listing)
+            }
         })
         .collect::<Result<Vec<_>>>()?;
     let options = ListingOptions::new(file_format).with_file_extension("");

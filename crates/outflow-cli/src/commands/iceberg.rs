@@ -129,10 +129,17 @@ pub struct CompactArgs {
 }
 
 fn partition_filter(text: &str) -> std::result::Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((field, value)) if !field.trim().is_empty() => Ok((field.trim().to_string(), value.to_string())),
-        _ => Err(format!("'{text}' is not FIELD=VALUE")),
-    }
+    split_pair(text).ok_or_else(|| format!("'{text}' is not FIELD=VALUE"))
+}
+
+fn property(text: &str) -> std::result::Result<(String, String), String> {
+    split_pair(text).ok_or_else(|| format!("'{text}' is not KEY=VALUE"))
+}
+
+fn split_pair(text: &str) -> Option<(String, String)> {
+    text.split_once('=')
+        .filter(|(key, _)| !key.trim().is_empty())
+        .map(|(key, value)| (key.trim().to_string(), value.to_string()))
 }
 
 /// Runs `outflow iceberg compact`.
@@ -512,6 +519,13 @@ pub struct CatalogArgs {
     /// The catalog's name; other readers of the catalog must use the same.
     #[arg(long, value_name = "NAME", default_value = "outflow")]
     pub catalog_name: String,
+    /// A catalog property (repeatable), such as the storage settings of an `s3://`
+    /// warehouse or of `s3://` files: `s3.endpoint=http://127.0.0.1:8333`, `s3.region=...`,
+    /// `s3.path-style-access=true`. Keys are not taken here, where other users of the
+    /// machine could read them: the store's credential chain (`AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, profiles) supplies them.
+    #[arg(long = "catalog-property", value_name = "KEY=VALUE", value_parser = property)]
+    pub catalog_properties: Vec<(String, String)>,
 }
 
 /// Arguments of `outflow iceberg add-files`.
@@ -575,7 +589,9 @@ pub struct AddFilesArgs {
     /// Show no progress bar.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Parquet files (paths or `file://` URLs); `-` reads more, one per line, from stdin.
+    /// Parquet files: paths, `file://` URLs, or `s3://` URLs of objects, of prefixes ending
+    /// in `/` (every `.parquet` object under it) or globs; `-` reads more, one per line,
+    /// from stdin.
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<String>,
 }
@@ -644,12 +660,24 @@ fn inputs(given: &[String]) -> Result<Vec<String>> {
 
 fn catalog(args: &CatalogArgs) -> Result<CatalogConfig> {
     let uri = args.catalog_uri.trim();
+    let mut properties = BTreeMap::new();
+    for (key, value) in &args.catalog_properties {
+        if outflow_store::StorageSettings::is_secret(key) || key == "token" || key == "credential" {
+            return Err(Error::invalid_config(
+                "--catalog-property",
+                format!(
+                    "{key} is a credential: give it in the environment (AWS_SECRET_ACCESS_KEY, ...) or a job file's ${{ENV}}, not on the command line"
+                ),
+            ));
+        }
+        properties.insert(key.clone(), value.clone());
+    }
     if uri.starts_with("http://") || uri.starts_with("https://") {
         return Ok(CatalogConfig::Rest {
             uri: uri.to_string(),
             warehouse: args.warehouse.clone(),
             name: args.catalog_name.clone(),
-            properties: BTreeMap::new(),
+            properties,
         });
     }
     let warehouse = args
@@ -660,7 +688,7 @@ fn catalog(args: &CatalogArgs) -> Result<CatalogConfig> {
         uri: uri.to_string(),
         warehouse,
         name: args.catalog_name.clone(),
-        properties: BTreeMap::new(),
+        properties,
     })
 }
 

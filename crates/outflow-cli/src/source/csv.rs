@@ -5,7 +5,6 @@
 //! way for malformed records and another for unparsable values, and both are mapped to the
 //! 1-based line of the record (header included) here.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 
@@ -16,8 +15,8 @@ use arrow::error::ArrowError;
 use outflow_core::{Error, Result};
 
 use super::{
-    Counting, FileReader, RowOrigins, SourceFile, Unit, consumed, line_error, nulls_to_strings, open_counted,
-    read_error,
+    Counting, FileReader, Input, RowOrigins, SourceFile, Unit, consumed, line_error, nulls_to_strings,
+    open_counted, read_error,
 };
 use crate::job::CsvOptions;
 
@@ -75,7 +74,7 @@ fn format(options: &CsvOptions) -> Result<CsvFormat> {
 /// Infers the schema from the first `infer_rows` rows of `file`.
 pub(super) fn infer_schema(file: &SourceFile, options: &CsvOptions) -> Result<SchemaRef> {
     let format = format(options)?;
-    let reader = BufReader::new(File::open(&file.path).map_err(|e| read_error(file, e))?);
+    let reader = BufReader::new(file.open()?);
     let (schema, _) = format
         .infer_schema(reader, Some(options.infer_rows))
         .map_err(|e| csv_error(file, e, None))?;
@@ -107,7 +106,7 @@ fn with_zones(file: &SourceFile, options: &CsvOptions, fields: Vec<Field>) -> Re
             .map(|f| Field::new(f.name(), DataType::Utf8, true))
             .collect::<Vec<_>>(),
     );
-    let reader = BufReader::new(File::open(&file.path).map_err(|e| read_error(file, e))?);
+    let reader = BufReader::new(file.open()?);
     let batches = ReaderBuilder::new(Arc::new(text))
         .with_format(format(options)?)
         .with_projection(timestamps.clone())
@@ -157,7 +156,7 @@ fn has_zone(value: &str) -> bool {
 /// Reads one CSV file.
 pub(super) struct CsvReader {
     file: SourceFile,
-    reader: BufReader<Counting<File>>,
+    reader: BufReader<Counting<Input>>,
     decoder: Decoder,
     /// Said after a value that does not parse, when the schema was inferred.
     hint: Option<String>,
@@ -247,7 +246,7 @@ impl FileReader for CsvReader {
 }
 
 fn check_header(file: &SourceFile, format: &CsvFormat, schema: &SchemaRef) -> Result<()> {
-    let reader = BufReader::new(File::open(&file.path).map_err(|e| read_error(file, e))?);
+    let reader = BufReader::new(file.open()?);
     let (header, _) = format
         .infer_schema(reader, Some(0))
         .map_err(|e| read_error(file, e))?;

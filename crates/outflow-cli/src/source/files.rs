@@ -1,19 +1,53 @@
 //! Which files a `source.path` names, in which order, and in which format.
 //!
 //! Order matters because row order and dead-letter indexes follow it, so it is always the
-//! sorted path order, whatever the file system returns.
+//! sorted path order, whatever the file system or the store returns. A path is a local
+//! path or an object URL (`s3://bucket/key`); both name a file, a directory (for objects:
+//! a prefix) or a glob, with the same rules.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use outflow_core::{Error, LoadedFile, Result};
+use outflow_store::{ObjectEntry, ObjectStore, ObjectUrl, StorageSettings, blocking};
 
 use crate::job::Format;
+
+/// Where an input file is.
+#[derive(Clone, Debug)]
+pub enum Location {
+    /// A local file: the job's directory joined with what the job wrote.
+    Local(PathBuf),
+    /// An object, and the store it is read from.
+    Object(ObjectUrl, ObjectStore),
+}
+
+impl PartialEq for Location {
+    fn eq(&self, other: &Location) -> bool {
+        match (self, other) {
+            (Location::Local(a), Location::Local(b)) => a == b,
+            (Location::Object(a, _), Location::Object(b, _)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Location {}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Local(path) => path.display().fmt(f),
+            Location::Object(url, _) => url.fmt(f),
+        }
+    }
+}
 
 /// One input file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceFile {
-    /// The file's path (the job's directory joined with what the job wrote).
-    pub path: PathBuf,
+    /// Where the file is.
+    pub location: Location,
     /// Its size in bytes when the source was opened.
     pub size: u64,
     /// Its modification time then, in milliseconds since the Unix epoch (0 where the file
@@ -21,21 +55,61 @@ pub struct SourceFile {
     pub modified_ms: i64,
 }
 
+/// A file's bytes, read in order.
+pub type Input = Box<dyn Read + Send>;
+
 impl SourceFile {
-    /// The path for messages.
-    pub fn display(&self) -> std::path::Display<'_> {
-        self.path.display()
+    /// The path or URL, for messages.
+    pub fn display(&self) -> &Location {
+        &self.location
     }
 
-    /// The file as a load ledger knows it: its absolute path (symbolic links resolved, so
-    /// the same file is the same wherever the job runs from), size and modification time.
+    /// The local path, for a local file.
+    pub fn local_path(&self) -> Option<&Path> {
+        match &self.location {
+            Location::Local(path) => Some(path),
+            Location::Object(..) => None,
+        }
+    }
+
+    /// The file as a load ledger knows it: a local file by its absolute path (symbolic
+    /// links resolved, so the same file is the same wherever the job runs from), an object
+    /// by its URL; with its size and modification time.
     pub fn loaded_file(&self) -> LoadedFile {
-        let path = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
+        let path = match &self.location {
+            Location::Local(path) => std::fs::canonicalize(path)
+                .unwrap_or_else(|_| path.clone())
+                .display()
+                .to_string(),
+            Location::Object(url, _) => url.to_string(),
+        };
         LoadedFile {
-            path: path.display().to_string(),
+            path,
             size: self.size,
             modified_ms: self.modified_ms,
         }
+    }
+
+    /// The file's bytes from `offset` on: a local file read directly, an object streamed
+    /// by one request.
+    pub fn open_at(&self, offset: u64) -> Result<Input> {
+        match &self.location {
+            Location::Local(path) => {
+                use std::io::{Seek, SeekFrom};
+                let mut file = std::fs::File::open(path).map_err(|e| super::read_error(self, e))?;
+                if offset > 0 {
+                    file.seek(SeekFrom::Start(offset))
+                        .map_err(|e| super::read_error(self, e))?;
+                }
+                Ok(Box::new(file))
+            }
+            Location::Object(url, store) => Ok(Box::new(blocking::ObjectRead::open(store, url, offset)?)),
+        }
+    }
+
+    /// The file's bytes from the start.
+    pub fn open(&self) -> Result<Input> {
+        self.open_at(0)
     }
 }
 
@@ -47,9 +121,23 @@ const KEY: &str = "source.path";
 /// (`*`, `?`, `[`) is a glob. A missing path, a directory or glob without matching files,
 /// and files whose format cannot be told from their extensions are configuration errors
 /// naming the path.
-pub fn resolve(path: &str, base: &Path, format: Option<Format>) -> Result<(Vec<SourceFile>, Format)> {
+pub fn resolve(
+    path: &str,
+    base: &Path,
+    format: Option<Format>,
+    storage: &StorageSettings,
+) -> Result<(Vec<SourceFile>, Format)> {
     if path.trim().is_empty() {
         return Err(Error::invalid_config(KEY, "is blank"));
+    }
+    if outflow_store::is_object_url(path) {
+        return resolve_objects(path, format, storage);
+    }
+    if !storage.is_empty() {
+        return Err(Error::invalid_config(
+            "source.storage",
+            format!("is for object URLs, but source.path {path:?} is a local path"),
+        ));
     }
     let full = if Path::new(path).is_absolute() || base == Path::new(".") {
         PathBuf::from(path)
@@ -71,7 +159,7 @@ pub fn resolve(path: &str, base: &Path, format: Option<Format>) -> Result<(Vec<S
 
     let format = match format {
         Some(format) => format,
-        None => infer_format(&full, &paths)?,
+        None => infer_format(full.display(), &paths, from_directory)?,
     };
     let paths: Vec<PathBuf> = if from_directory {
         // A directory holds every file of the format, and nothing else.
@@ -102,13 +190,72 @@ pub fn resolve(path: &str, base: &Path, format: Option<Format>) -> Result<(Vec<S
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_millis() as i64);
             Ok(SourceFile {
-                path,
+                location: Location::Local(path),
                 size: metadata.len(),
                 modified_ms,
             })
         })
         .collect::<Result<Vec<_>>>()?;
     Ok((files, format))
+}
+
+/// [`resolve`] for an object URL: an object, a prefix (a "directory": every object of the
+/// format under it, at any depth) or a glob over keys.
+fn resolve_objects(
+    path: &str,
+    format: Option<Format>,
+    storage: &StorageSettings,
+) -> Result<(Vec<SourceFile>, Format)> {
+    let url = ObjectUrl::parse(path, KEY)?;
+    let store = ObjectStore::open(&url, storage, "source.storage")?;
+    let (entries, from_prefix) = if url.is_glob() {
+        let found = blocking::glob(&store, &url, KEY)?;
+        if found.is_empty() {
+            return Err(
+                Error::invalid_config(KEY, format!("no object matches {url}")).with_context("path", path)
+            );
+        }
+        (found, false)
+    } else if let Some(object) = blocking::stat(&store, &url)? {
+        (vec![object], false)
+    } else {
+        let found: Vec<ObjectEntry> = blocking::list(&store, &url)?
+            .into_iter()
+            .filter(|e| !hidden(e.url.key().rsplit('/').next().unwrap_or_default()))
+            .collect();
+        if found.is_empty() {
+            return Err(
+                Error::invalid_config(KEY, format!("{url} does not exist")).with_context("file", path)
+            );
+        }
+        (found, true)
+    };
+    let urls: Vec<PathBuf> = entries.iter().map(|e| PathBuf::from(e.url.to_string())).collect();
+    let format = match format {
+        Some(format) => format,
+        None => infer_format(path, &urls, from_prefix)?,
+    };
+    let files: Vec<SourceFile> = entries
+        .into_iter()
+        .filter(|e| !from_prefix || extension_format(Path::new(e.url.key())) == Some(format))
+        .map(|e| SourceFile {
+            location: Location::Object(e.url, store.clone()),
+            size: e.size,
+            modified_ms: e.modified_ms,
+        })
+        .collect();
+    if files.is_empty() {
+        return Err(
+            Error::invalid_config(KEY, format!("prefix {url} holds no {format} objects"))
+                .with_context("file", path),
+        );
+    }
+    Ok((files, format))
+}
+
+/// Names that are not data: hidden files and the markers Spark and Hive leave (`_SUCCESS`).
+fn hidden(name: &str) -> bool {
+    name.starts_with('.') || name.starts_with('_')
 }
 
 fn list_directory(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -124,8 +271,7 @@ fn list_directory(dir: &Path) -> Result<Vec<PathBuf>> {
         })?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        // Hidden files and the markers Spark and Hive leave (`_SUCCESS`) are not data.
-        if name.starts_with('.') || name.starts_with('_') {
+        if hidden(&name) {
             continue;
         }
         let path = entry.path();
@@ -174,33 +320,30 @@ fn extension_format(path: &Path) -> Option<Format> {
         .and_then(Format::from_extension)
 }
 
-fn infer_format(full: &Path, paths: &[PathBuf]) -> Result<Format> {
-    let unknown = |path: &Path| {
+fn infer_format(full: impl std::fmt::Display, paths: &[PathBuf], is_directory: bool) -> Result<Format> {
+    let unknown = |path: &dyn std::fmt::Display| {
         Error::invalid_config(
             "source.format",
             format!(
-                "cannot tell the format of {} from its extension; set source.format to parquet, csv or ndjson",
-                path.display()
+                "cannot tell the format of {path} from its extension; set source.format to parquet, csv or ndjson"
             ),
         )
     };
     // A directory's other files are skipped; a file or glob match is read, so it must tell.
-    if !full.is_dir()
-        && let Some(path) = paths.iter().find(|p| extension_format(p).is_none())
-    {
-        return Err(unknown(path));
+    if !is_directory && let Some(path) = paths.iter().find(|p| extension_format(p).is_none()) {
+        return Err(unknown(&path.display()));
     }
     let mut formats: Vec<Format> = paths.iter().filter_map(|p| extension_format(p)).collect();
     formats.sort_by_key(|f| f.as_str());
     formats.dedup();
     match formats.as_slice() {
         [one] => Ok(*one),
-        [] => Err(unknown(full)),
+        [] => Err(unknown(&full)),
         _ => Err(Error::invalid_config(
             "source.format",
             format!(
                 "{} holds files of several formats ({}); set source.format",
-                full.display(),
+                full,
                 formats.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
             ),
         )),
@@ -219,10 +362,33 @@ mod tests {
         }
     }
 
+    fn none() -> StorageSettings {
+        StorageSettings::new()
+    }
+
+    #[test]
+    fn storage_settings_are_for_object_urls_only() {
+        let dir = tempfile::tempdir().unwrap();
+        touch(dir.path(), &["a.csv"]);
+        let settings = StorageSettings::new().with("s3.region", "eu-west-1");
+        let err = resolve("a.csv", dir.path(), None, &settings).unwrap_err();
+        assert!(
+            err.to_string().contains("source.storage: is for object URLs"),
+            "{err}"
+        );
+    }
+
     fn names(files: &[SourceFile], base: &Path) -> Vec<String> {
         files
             .iter()
-            .map(|f| f.path.strip_prefix(base).unwrap().display().to_string())
+            .map(|f| {
+                f.local_path()
+                    .unwrap()
+                    .strip_prefix(base)
+                    .unwrap()
+                    .display()
+                    .to_string()
+            })
             .collect()
     }
 
@@ -240,12 +406,12 @@ mod tests {
                 "in/10.csv",
             ],
         );
-        let (files, format) = resolve("in", dir.path(), Some(Format::Csv)).unwrap();
+        let (files, format) = resolve("in", dir.path(), Some(Format::Csv), &none()).unwrap();
         assert_eq!(format, Format::Csv);
         assert_eq!(names(&files, dir.path()), ["in/10.csv", "in/a.csv", "in/b.csv"]);
         assert_eq!(files[0].size, 4);
         // Without a format, a directory's files must agree on one.
-        let err = resolve("in", dir.path(), None).unwrap_err();
+        let err = resolve("in", dir.path(), None, &none()).unwrap_err();
         assert!(
             err.to_string().contains("several formats (csv, parquet)"),
             "{err}"
@@ -259,13 +425,13 @@ mod tests {
             dir.path(),
             &["d/2024/b.csv", "d/2023/z.csv", "d/2024/a.csv", "d/x.txt"],
         );
-        let (files, format) = resolve("d/**/*.csv", dir.path(), None).unwrap();
+        let (files, format) = resolve("d/**/*.csv", dir.path(), None, &none()).unwrap();
         assert_eq!(format, Format::Csv);
         assert_eq!(
             names(&files, dir.path()),
             ["d/2023/z.csv", "d/2024/a.csv", "d/2024/b.csv"]
         );
-        let err = resolve("d/*.parquet", dir.path(), None).unwrap_err();
+        let err = resolve("d/*.parquet", dir.path(), None, &none()).unwrap_err();
         assert!(err.to_string().contains("no file matches"), "{err}");
         assert_eq!(err.kind(), outflow_core::ErrorKind::InvalidConfig);
     }
@@ -273,7 +439,7 @@ mod tests {
     #[test]
     fn a_missing_path_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        let err = resolve("nope.csv", dir.path(), None).unwrap_err();
+        let err = resolve("nope.csv", dir.path(), None, &none()).unwrap_err();
         assert_eq!(err.kind(), outflow_core::ErrorKind::InvalidConfig);
         assert!(err.to_string().contains("nope.csv does not exist"), "{err}");
     }
@@ -282,9 +448,9 @@ mod tests {
     fn an_unknown_extension_needs_a_format() {
         let dir = tempfile::tempdir().unwrap();
         touch(dir.path(), &["data.txt"]);
-        let err = resolve("data.txt", dir.path(), None).unwrap_err();
+        let err = resolve("data.txt", dir.path(), None, &none()).unwrap_err();
         assert!(err.to_string().contains("set source.format"), "{err}");
-        let (_, format) = resolve("data.txt", dir.path(), Some(Format::Csv)).unwrap();
+        let (_, format) = resolve("data.txt", dir.path(), Some(Format::Csv), &none()).unwrap();
         assert_eq!(format, Format::Csv);
     }
 }

@@ -1,4 +1,5 @@
-//! The job's source: local Parquet, CSV or NDJSON files read as Arrow batches.
+//! The job's source: Parquet, CSV or NDJSON files, local or in an object store, read as
+//! Arrow batches.
 //!
 //! [`Source::open`] resolves the files and settles the schema before any data is read (from
 //! the explicit schema, the first CSV or NDJSON file's first rows, or the Parquet footers),
@@ -16,7 +17,6 @@ mod ndjson;
 mod origins;
 mod parquet;
 
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use outflow_core::schema::field_to_arrow;
 use outflow_core::{Error, Result};
 use tokio::sync::mpsc;
 
-pub use self::files::{SourceFile, resolve};
+pub use self::files::{Input, Location, SourceFile, resolve};
 pub use self::origins::{RowOrigins, SinkRowOrigins, Unit};
 use crate::job::{ColumnSpec, CsvOptions, Format, SourceSpec};
 
@@ -57,7 +57,7 @@ impl Source {
     /// [`InvalidConfig`](outflow_core::ErrorKind::InvalidConfig); a file that cannot be
     /// read or parsed is [`InvalidInput`](outflow_core::ErrorKind::InvalidInput) naming it.
     pub fn open(spec: &SourceSpec, base: &Path) -> Result<Source> {
-        let (files, format) = files::resolve(&spec.path, base, spec.format)?;
+        let (files, format) = files::resolve(&spec.path, base, spec.format, &spec.storage)?;
         if spec.csv.is_some() && format != Format::Csv {
             return Err(Error::invalid_config(
                 "source.csv",
@@ -392,8 +392,8 @@ impl<R: Read> Read for Counting<R> {
 }
 
 /// Opens `file` for buffered, counted reading.
-fn open_counted(file: &SourceFile) -> Result<BufReader<Counting<File>>> {
-    let handle = File::open(&file.path).map_err(|e| read_error(file, e))?;
+fn open_counted(file: &SourceFile) -> Result<BufReader<Counting<Input>>> {
+    let handle = file.open()?;
     Ok(BufReader::with_capacity(
         256 * 1024,
         Counting {
@@ -404,7 +404,7 @@ fn open_counted(file: &SourceFile) -> Result<BufReader<Counting<File>>> {
 }
 
 /// The bytes of a counted reader that its consumer has taken.
-fn consumed(reader: &BufReader<Counting<File>>) -> u64 {
+fn consumed(reader: &BufReader<Counting<Input>>) -> u64 {
     reader.get_ref().count - reader.buffer().len() as u64
 }
 
@@ -480,6 +480,7 @@ pub(crate) mod testing {
             batch_size: 8192,
             csv: None,
             ndjson: None,
+            storage: Default::default(),
         }
     }
 

@@ -4,8 +4,7 @@
 //! fit its column is only found when a batch is flushed; then the batch's lines are read
 //! again, one row at a time, to name the line. That costs nothing until something fails.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -15,14 +14,14 @@ use outflow_core::Result;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::{
-    Counting, FileReader, RowOrigins, SourceFile, Unit, consumed, line_error, nulls_to_strings, open_counted,
-    read_error,
+    Counting, FileReader, Input, RowOrigins, SourceFile, Unit, consumed, line_error, nulls_to_strings,
+    open_counted, read_error,
 };
 
 /// Infers the schema from the first `infer_rows` objects of `file`. Top-level columns come
 /// in the order their keys first appear (nested fields in arrow-json's order).
 pub(super) fn infer_schema(file: &SourceFile, infer_rows: usize) -> Result<SchemaRef> {
-    let reader = BufReader::new(File::open(&file.path).map_err(|e| read_error(file, e))?);
+    let reader = BufReader::new(file.open()?);
     let mut values = Vec::new();
     let mut order: Vec<String> = Vec::new();
     for (index, line) in reader.lines().enumerate() {
@@ -108,7 +107,7 @@ pub(super) struct NdjsonReader {
     file: SourceFile,
     schema: SchemaRef,
     strict: bool,
-    reader: BufReader<Counting<File>>,
+    reader: BufReader<Counting<Input>>,
     decoder: Decoder,
     batch_size: usize,
     /// Lines read so far.
@@ -170,8 +169,7 @@ impl NdjsonReader {
     /// Finds the line of the first row in the current batch that does not decode.
     fn locate_bad_row(&self) -> Option<u64> {
         let (first_line, offset) = self.batch_start;
-        let mut file = File::open(&self.file.path).ok()?;
-        file.seek(SeekFrom::Start(offset)).ok()?;
+        let file = self.file.open_at(offset).ok()?;
         let mut decoder = builder(self.schema.clone(), 1, self.strict)
             .build_decoder()
             .ok()?;

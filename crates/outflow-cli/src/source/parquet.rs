@@ -1,5 +1,7 @@
-//! Parquet files, through parquet's synchronous Arrow reader (the source runs on its own
-//! blocking thread, so the async reader would add nothing).
+//! Parquet files: local ones through parquet's synchronous Arrow reader (the source runs
+//! on its own blocking thread, so the async reader would add nothing), objects through the
+//! async reader, which reads the footer by a suffix request and then only the column chunks
+//! of each row group, waited for on that thread.
 //!
 //! Files must agree on column names and types. A column that is optional in any file is
 //! optional in the source schema, so every footer is read when the source is opened: the
@@ -10,24 +12,46 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{Field, Schema, SchemaRef};
+use futures::StreamExt;
 use outflow_core::{Error, Result};
+use outflow_store::{ObjectParquet, blocking};
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::async_reader::ParquetRecordBatchStream;
 
-use super::{FileReader, RowOrigins, SourceFile, Unit, read_error};
+use super::{FileReader, Location, RowOrigins, SourceFile, Unit, read_error};
 
-fn builder(file: &SourceFile) -> Result<ParquetRecordBatchReaderBuilder<File>> {
-    let handle = File::open(&file.path).map_err(|e| read_error(file, e))?;
+fn builder(file: &SourceFile, path: &std::path::Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
+    let handle = File::open(path).map_err(|e| read_error(file, e))?;
     ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| read_error(file, e))
+}
+
+/// The async reader's builder for an object, its footer read.
+fn object_builder(file: &SourceFile) -> Option<Result<ParquetRecordBatchStreamBuilder<ObjectParquet>>> {
+    let Location::Object(url, store) = &file.location else {
+        return None;
+    };
+    let object = ObjectParquet::new(store.clone(), url.clone(), file.size);
+    let built = blocking::block_on(ParquetRecordBatchStreamBuilder::new(object));
+    Some(built.map_err(|e| read_error(file, e)))
+}
+
+/// The Arrow schema in `file`'s footer.
+fn footer_schema(file: &SourceFile) -> Result<SchemaRef> {
+    match &file.location {
+        Location::Local(path) => Ok(builder(file, path)?.schema().clone()),
+        Location::Object(..) => Ok(object_builder(file).expect("an object")?.schema().clone()),
+    }
 }
 
 /// The schema of `files`: the first file's, with a top-level column optional when it is
 /// optional in any file. Fails, naming the file, when a file's columns differ.
 pub(super) fn read_schema(files: &[SourceFile]) -> Result<SchemaRef> {
     let first = &files[0];
-    let schema = builder(first)?.schema().clone();
+    let schema = footer_schema(first)?;
     let mut optional: Vec<bool> = schema.fields().iter().map(|f| f.is_nullable()).collect();
     for file in &files[1..] {
-        let found = builder(file)?.schema().clone();
+        let found = footer_schema(file)?;
         check_schema(file, &found, &schema, first)?;
         for (flag, field) in optional.iter_mut().zip(found.fields()) {
             *flag |= field.is_nullable();
@@ -45,9 +69,16 @@ pub(super) fn read_schema(files: &[SourceFile]) -> Result<SchemaRef> {
     )))
 }
 
+/// Where a file's batches come from.
+enum Batches {
+    Local(ParquetRecordBatchReader),
+    /// `None` only while a batch is being read.
+    Object(Option<ParquetRecordBatchStream<ObjectParquet>>),
+}
+
 /// Reads one Parquet file.
 pub(super) struct ParquetReader {
-    reader: ParquetRecordBatchReader,
+    batches: Batches,
     file: SourceFile,
     schema: SchemaRef,
     rows: u64,
@@ -57,19 +88,49 @@ pub(super) struct ParquetReader {
 impl ParquetReader {
     /// Opens `file`, whose columns [`read_schema`] checked.
     pub(super) fn open(file: &SourceFile, schema: SchemaRef, batch_size: usize) -> Result<ParquetReader> {
-        let builder = builder(file)?;
-        let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
-        let reader = builder
-            .with_batch_size(batch_size)
-            .build()
-            .map_err(|e| read_error(file, e))?;
+        let (rows, batches) = match &file.location {
+            Location::Local(path) => {
+                let builder = builder(file, path)?;
+                let rows = builder.metadata().file_metadata().num_rows();
+                let reader = builder
+                    .with_batch_size(batch_size)
+                    .build()
+                    .map_err(|e| read_error(file, e))?;
+                (rows, Batches::Local(reader))
+            }
+            Location::Object(..) => {
+                let builder = object_builder(file).expect("an object")?;
+                let rows = builder.metadata().file_metadata().num_rows();
+                let stream = builder
+                    .with_batch_size(batch_size)
+                    .build()
+                    .map_err(|e| read_error(file, e))?;
+                (rows, Batches::Object(Some(stream)))
+            }
+        };
         Ok(ParquetReader {
-            reader,
+            batches,
             file: file.clone(),
             schema,
-            rows,
+            rows: rows.max(0) as u64,
             rows_read: 0,
         })
+    }
+
+    fn next_read(&mut self) -> Option<Result<RecordBatch>> {
+        let file = &self.file;
+        match &mut self.batches {
+            Batches::Local(reader) => reader.next().map(|r| r.map_err(|e| read_error(file, e))),
+            Batches::Object(slot) => {
+                let mut stream = slot.take()?;
+                let (stream, next) = blocking::block_on(async move {
+                    let next = stream.next().await;
+                    (stream, next)
+                });
+                *slot = Some(stream);
+                next.map(|r| r.map_err(|e| read_error(file, e)))
+            }
+        }
     }
 
     /// The batch under the source's schema: nested types that differ only in names or
@@ -97,9 +158,9 @@ impl ParquetReader {
 
 impl FileReader for ParquetReader {
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
-        match self.reader.next() {
+        match self.next_read() {
             None => Ok(None),
-            Some(Err(e)) => Err(read_error(&self.file, e)),
+            Some(Err(e)) => Err(e),
             Some(Ok(batch)) => {
                 self.rows_read += batch.num_rows() as u64;
                 self.conform(batch).map(Some)

@@ -7,6 +7,7 @@ mod bigtable;
 mod cli;
 mod iceberg;
 mod iceberg_add_files;
+mod object_sources;
 mod pipes;
 mod plan_then_run;
 mod reruns;
