@@ -62,7 +62,10 @@ fn s3_properties() -> std::collections::BTreeMap<String, String> {
 /// for a longer footer) and the decoding, `concurrency` at a time, through OpenDAL directly.
 async fn s3_footers(url: &str, concurrency: usize) -> Result<(usize, usize), Box<dyn std::error::Error>> {
     let p = s3_properties();
-    let (bucket, prefix) = url.trim_start_matches("s3://").split_once('/').ok_or("s3://bucket/prefix")?;
+    let (bucket, prefix) = url
+        .trim_start_matches("s3://")
+        .split_once('/')
+        .ok_or("s3://bucket/prefix")?;
     let operator = opendal::Operator::new(
         opendal::services::S3::default()
             .bucket(bucket)
@@ -84,16 +87,28 @@ async fn s3_footers(url: &str, concurrency: usize) -> Result<(usize, usize), Box
             let operator = operator.clone();
             async move {
                 let tail = size.min(64 * 1024);
-                let buf = operator.read_with(&key).range(size - tail..size).await.expect("the tail").to_vec();
+                let buf = operator
+                    .read_with(&key)
+                    .range(size - tail..size)
+                    .await
+                    .expect("the tail")
+                    .to_vec();
                 let n = buf.len();
                 let len = u32::from_le_bytes(buf[n - 8..n - 4].try_into().expect("four bytes")) as u64;
                 let metadata = if len + 8 <= n as u64 {
                     buf[n - 8 - len as usize..n - 8].to_vec()
                 } else {
                     let start = size - 8 - len;
-                    operator.read_with(&key).range(start..start + len).await.expect("the footer").to_vec()
+                    operator
+                        .read_with(&key)
+                        .range(start..start + len)
+                        .await
+                        .expect("the footer")
+                        .to_vec()
                 };
-                ParquetMetaDataReader::decode_metadata(&metadata).expect("a footer").num_row_groups()
+                ParquetMetaDataReader::decode_metadata(&metadata)
+                    .expect("a footer")
+                    .num_row_groups()
             }
         })
         .buffer_unordered(concurrency)
@@ -114,7 +129,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let started = Instant::now();
             let (files, groups) = s3_footers(args.get(2).ok_or(usage)?, concurrency).await?;
             let seconds = started.elapsed().as_secs_f64();
-            println!("{{\"mode\":\"footers\",\"files\":{files},\"row_groups\":{groups},\"seconds\":{seconds:.3}}}");
+            println!(
+                "{{\"mode\":\"footers\",\"files\":{files},\"row_groups\":{groups},\"seconds\":{seconds:.3}}}"
+            );
             return Ok(());
         }
         "s3-add" => {
