@@ -684,7 +684,7 @@ fn a_job_writes_into_an_s3_warehouse_with_keys_from_the_environment() {
         warehouse,
         properties: s3.properties(),
     };
-    let read = readers.read(outflow_testkit::iceberg::Reader::PyIceberg, "db.people");
+    let read = readers.read_both("db.people");
     assert_eq!(read["row_count"], 3, "{read}");
     assert!(!dir.path().join("lake/wh").exists() && !dir.path().join("lake/warehouse").exists());
 }

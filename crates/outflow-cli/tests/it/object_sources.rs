@@ -1,6 +1,6 @@
 //! Job sources in the S3 store the test script starts (SeaweedFS, SigV4 keys): CSV by a
 //! glob, NDJSON by one URL, Parquet by a prefix, and Parquet through the DataFusion engine,
-//! each written to a local Iceberg table that PyIceberg reads back; errors name the object,
+//! each written to a local Iceberg table that PyIceberg and Java Iceberg read back; errors name the object,
 //! and no secret shows, even at trace level.
 
 use std::path::Path;
@@ -147,12 +147,12 @@ fn jobs_read_csv_ndjson_and_parquet_sources_from_s3() {
             expected.len() as u64,
             "{name}: {report}"
         );
-        let read = catalog.read(Reader::PyIceberg, table);
+        let read = catalog.read_both(table);
         assert_eq!(ids(&read), expected, "{name}");
         let shown = format!("{report}{}", String::from_utf8_lossy(&out.get_output().stderr));
         assert!(!shown.contains(&secret), "{shown}");
     }
-    // The CSV rows are in the glob's order, with their values.
+    // The CSV rows carry their values.
     let read = catalog.read(Reader::PyIceberg, "db.from_csv");
     let names: Vec<&str> = outflow_testkit::iceberg::rows(&read)
         .iter()
@@ -273,7 +273,7 @@ fn add_files_takes_an_s3_prefix_with_keys_from_the_aws_environment() {
         warehouse: warehouse.clone(),
         properties: s3.properties(),
     };
-    let read = readers.read(Reader::PyIceberg, "db.landed");
+    let read = readers.read_both("db.landed");
     assert_eq!(ids(&read), (0..30).collect::<Vec<_>>());
 
     let refused = add(&[

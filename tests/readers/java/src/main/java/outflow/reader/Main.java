@@ -119,7 +119,8 @@ public final class Main {
       }
       String key = arg.substring(2);
       String value = args[++i];
-      if (key.equals("property")) {
+      // --catalog-property as PyIceberg's tool spells it.
+      if (key.equals("property") || key.equals("catalog-property")) {
         extraProps.add(value);
       } else if (Arrays.asList(
               "catalog-type", "catalog-name", "uri", "warehouse", "table", "column", "values", "mode")
@@ -177,6 +178,13 @@ public final class Main {
         throw new UsageException("--property wants KEY=VALUE, got '" + kv + "'");
       }
       props.put(kv.substring(0, eq), kv.substring(eq + 1));
+    }
+    // Tables in S3: Iceberg's S3FileIO, which names the region client.region.
+    if (props.keySet().stream().anyMatch(k -> k.startsWith("s3."))) {
+      props.putIfAbsent(CatalogProperties.FILE_IO_IMPL, "org.apache.iceberg.aws.s3.S3FileIO");
+      if (props.containsKey("s3.region")) {
+        props.putIfAbsent("client.region", props.get("s3.region"));
+      }
     }
 
     String tableName = opts.get("table");
