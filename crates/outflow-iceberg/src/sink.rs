@@ -30,7 +30,6 @@ use iceberg::TableIdent;
 use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
-use iceberg::writer::file_writer::location_generator::DefaultFileNameGenerator;
 use outflow_core::evolution::Verdict;
 use outflow_core::schema::{InputSchema, NameMapping, Schema, conform_batch_mapped};
 use outflow_core::sink::{DestinationStats, row_to_json};
@@ -46,7 +45,7 @@ use crate::loads::LOADED_FILES_KEY;
 use crate::options::IcebergSinkOptions;
 use crate::schema::{from_iceberg_schema, parse_table_ident};
 use crate::staged::StagedFiles;
-use crate::writer::{ParallelWriters, file_names};
+use crate::writer::{FileNames, ParallelWriters};
 
 /// Writes Arrow batches to Iceberg tables. Open one with [`IcebergSink::connect`].
 pub struct IcebergSink {
@@ -369,8 +368,9 @@ struct TableWriter {
     /// The last input schema that fit the table as it is: batches of it skip planning.
     fitting: Option<SchemaRef>,
     files: Option<ParallelWriters>,
-    /// One generator for all of this table's files: its counter keeps names unique.
-    names: DefaultFileNameGenerator,
+    /// One generator for all of this table's files (its counter keeps names unique), with
+    /// every file it opened and that is not committed.
+    names: FileNames,
     pending: Vec<DataFile>,
     truncate_pending: bool,
     stats: DestinationStats,
@@ -388,7 +388,7 @@ impl TableWriter {
             table,
             fitting: None,
             files: None,
-            names: file_names(writer_id),
+            names: FileNames::new(writer_id),
             pending: Vec::new(),
             truncate_pending: disposition == WriteDisposition::Truncate,
             stats: DestinationStats::default(),
@@ -485,48 +485,59 @@ impl TableWriter {
         }))
     }
 
-    /// Deletes the data files written for a commit that did not happen. A commit whose
-    /// answer was lost may have happened: the table is checked for its commit id first, and
-    /// when it cannot be checked the files stay (and are listed).
+    /// Deletes the data files written for a commit that did not happen: every file this
+    /// writer opened and did not commit, those a failed writer had closed included. A
+    /// commit whose answer was lost may have happened: the table is checked for its commit
+    /// id first, and when it cannot be checked the files stay, each named.
     async fn discard(&mut self, catalog: &IcebergCatalog, aborted: &mut Aborted) {
-        let pending = match self.prepare_commit().await {
-            Ok(Some(pending)) => pending,
-            Ok(None) => return,
+        let commit_id = match self.prepare_commit().await {
+            Ok(Some(pending)) => Some(pending.commit.commit_id),
+            // Nothing to commit, or files a failed writer lost: no commit holds them.
+            Ok(None) => None,
             Err(e) => {
-                let why = e.message();
-                aborted
-                    .left
-                    .push(format!("data files being written to {}: {why}", self.name));
-                return;
+                tracing::debug!(table = %self.name, error = %e, "closing the data files for the abort failed");
+                None
             }
         };
         self.pending.clear();
-        let files = &pending.commit.files;
-        if files.is_empty() {
+        let opened = self.names.opened();
+        if opened.is_empty() {
             return;
         }
-        match catalog.load_table(&self.ident).await {
-            Ok(Some(table)) if find_commit(&table, &pending.commit.commit_id).is_some() => return,
-            Ok(_) => {}
-            Err(e) => {
-                aborted.left.push(format!(
-                    "{} data files of {} whose commit could not be checked: {}",
-                    files.len(),
-                    self.name,
-                    e.message()
-                ));
-                return;
+        if let Some(commit_id) = commit_id {
+            match catalog.load_table(&self.ident).await {
+                Ok(Some(table)) if find_commit(&table, &commit_id).is_some() => return,
+                Ok(_) => {}
+                Err(e) => {
+                    for path in &opened {
+                        aborted.left.push(format!(
+                            "data file {path} of {}, whose commit could not be checked: {}",
+                            self.name,
+                            e.message()
+                        ));
+                    }
+                    return;
+                }
             }
         }
         let io = self.table.file_io();
-        for file in files {
-            match io.delete(file.file_path()).await {
-                Ok(()) => aborted.deleted_files += 1,
-                Err(e) => aborted
-                    .left
-                    .push(format!("uncommitted data file {}: {e}", file.file_path())),
+        let mut gone = HashSet::new();
+        for path in &opened {
+            // A file opened but never written did not reach the store.
+            let deleted = match io.exists(path).await {
+                Ok(false) => Ok(false),
+                Ok(true) => io.delete(path).await.map(|()| true),
+                Err(e) => Err(e),
+            };
+            match deleted {
+                Ok(deleted) => {
+                    aborted.deleted_files += u64::from(deleted);
+                    gone.insert(path.as_str());
+                }
+                Err(e) => aborted.left.push(format!("uncommitted data file {path}: {e}")),
             }
         }
+        self.names.forget(&gone);
     }
 
     /// Records a successful commit of `pending`.
@@ -539,6 +550,7 @@ impl TableWriter {
     ) -> Result<()> {
         let done: HashSet<&str> = pending.commit.files.iter().map(|f| f.file_path()).collect();
         self.pending.retain(|f| !done.contains(f.file_path()));
+        self.names.forget(&done);
         if pending.commit.kind == SnapshotKind::Overwrite {
             self.truncate_pending = false;
         }

@@ -1,13 +1,19 @@
 //! A table's open data files: Parquet through iceberg-rust's rolling and fan-out writers,
 //! spread over writer tasks so that encoding, the costly part of a write, uses every core.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
 use arrow_array::RecordBatch;
 use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::spec::PartitionKey;
 use iceberg::spec::{DataFile, DataFileFormat};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator, LocationGenerator,
+};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::partitioning::PartitioningWriter;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
@@ -19,16 +25,68 @@ use parquet::file::properties::WriterProperties;
 use crate::client::IcebergResultExt;
 use crate::options::IcebergSinkOptions;
 
-/// The name generator of one sink's data files for one table: its counter keeps names
-/// unique, the writer id keeps them apart from other sinks'.
-pub(crate) fn file_names(writer_id: &str) -> DefaultFileNameGenerator {
-    DefaultFileNameGenerator::new(format!("outflow-{writer_id}"), None, DataFileFormat::Parquet)
+/// The names of one writer's data files for one table, and the path of every file opened
+/// under them.
+///
+/// A writer that fails loses the list of the files it had already closed (iceberg-rust's
+/// rolling writer hands them over only when it closes), yet those files may be in the store.
+/// The paths recorded here are what an abort deletes, or names when it cannot, so that no
+/// file is orphaned silently.
+#[derive(Clone, Debug)]
+pub(crate) struct FileNames {
+    names: DefaultFileNameGenerator,
+    opened: Arc<Mutex<Vec<String>>>,
+}
+
+impl FileNames {
+    /// Names unique by their counter, kept apart from other writers' by `writer_id`.
+    pub(crate) fn new(writer_id: &str) -> FileNames {
+        FileNames {
+            names: DefaultFileNameGenerator::new(
+                format!("outflow-{writer_id}"),
+                None,
+                DataFileFormat::Parquet,
+            ),
+            opened: Arc::default(),
+        }
+    }
+
+    /// Every file opened and not yet forgotten, in order.
+    pub(crate) fn opened(&self) -> Vec<String> {
+        self.opened.lock().expect("the list of opened files").clone()
+    }
+
+    /// Forgets the files in `done` (committed, or deleted).
+    pub(crate) fn forget(&self, done: &HashSet<&str>) {
+        self.opened
+            .lock()
+            .expect("the list of opened files")
+            .retain(|path| !done.contains(path.as_str()));
+    }
+}
+
+/// The table's data file locations, each one recorded as it is handed out.
+#[derive(Clone, Debug)]
+pub(crate) struct TrackedLocations {
+    inner: DefaultLocationGenerator,
+    opened: Arc<Mutex<Vec<String>>>,
+}
+
+impl LocationGenerator for TrackedLocations {
+    fn generate_location(&self, partition_key: Option<&PartitionKey>, file_name: &str) -> String {
+        let location = self.inner.generate_location(partition_key, file_name);
+        self.opened
+            .lock()
+            .expect("the list of opened files")
+            .push(location.clone());
+        location
+    }
 }
 
 type ParquetRolling =
-    RollingFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+    RollingFileWriterBuilder<ParquetWriterBuilder, TrackedLocations, DefaultFileNameGenerator>;
 pub(crate) type DataWriterBuilder =
-    DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+    DataFileWriterBuilder<ParquetWriterBuilder, TrackedLocations, DefaultFileNameGenerator>;
 
 /// Open data files of one table.
 enum FileWriter {
@@ -102,7 +160,7 @@ impl ParallelWriters {
     pub(crate) async fn open(
         table: &Table,
         options: &IcebergSinkOptions,
-        names: &DefaultFileNameGenerator,
+        names: &FileNames,
         name: &str,
     ) -> Result<ParallelWriters> {
         let mut lanes = Vec::new();
@@ -175,7 +233,7 @@ pub(crate) fn data_files(
     table: &Table,
     target_bytes: u64,
     level: i32,
-    names: &DefaultFileNameGenerator,
+    names: &FileNames,
 ) -> Result<DataWriterBuilder> {
     let metadata = table.metadata();
     let level =
@@ -187,18 +245,17 @@ pub(crate) fn data_files(
         ParquetWriterBuilder::new(properties, metadata.current_schema().clone()),
         target_bytes as usize,
         table.file_io().clone(),
-        DefaultLocationGenerator::new(metadata).doing("locating data files")?,
-        names.clone(),
+        TrackedLocations {
+            inner: DefaultLocationGenerator::new(metadata).doing("locating data files")?,
+            opened: names.opened.clone(),
+        },
+        names.names.clone(),
     );
     Ok(DataFileWriterBuilder::new(rolling))
 }
 
 /// Opens data files for `table`: one rolling writer, or one per partition value.
-async fn open_files(
-    table: &Table,
-    options: &IcebergSinkOptions,
-    names: &DefaultFileNameGenerator,
-) -> Result<FileWriter> {
+async fn open_files(table: &Table, options: &IcebergSinkOptions, names: &FileNames) -> Result<FileWriter> {
     let metadata = table.metadata();
     let builder = data_files(
         table,

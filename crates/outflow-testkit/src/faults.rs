@@ -9,7 +9,10 @@
 //!   bytes of its reply through, then resets the connection;
 //! - [`FaultyEndpoint::silent_on`] stands in front of a real server and passes everything
 //!   but the requests it is told to swallow, which it never answers;
-//! - [`FaultyEndpoint::http_status`] answers every HTTP request with one status.
+//! - [`FaultyEndpoint::http_status`] answers every HTTP request with one status;
+//! - [`FaultyEndpoint::switchable`] stands in front of a real server and passes everything
+//!   until told to fail: then it cuts the connections it carries and answers every request
+//!   with one status, until told to pass again (a store failing mid-write).
 //!
 //! Each listens on an ephemeral 127.0.0.1 port and stops, closing every connection it
 //! holds, when dropped. (Bigtable's [`crate::bigtable::FaultProxy`] breaks connections on
@@ -32,6 +35,15 @@ enum Fault {
     ResetMidResponse { upstream: String, after: usize },
     SilentOn { upstream: String, needle: Vec<u8> },
     HttpStatus(u16),
+    Switchable { upstream: String, switch: Arc<Switch> },
+}
+
+/// The state of a [`FaultyEndpoint::switchable`]: the status it answers (0 while it
+/// passes), and a signal to the connections it carries to stop.
+#[derive(Debug)]
+struct Switch {
+    status: std::sync::atomic::AtomicU16,
+    cut: tokio::sync::watch::Sender<u64>,
 }
 
 /// A loopback endpoint with a fault; see the module docs.
@@ -39,6 +51,7 @@ pub struct FaultyEndpoint {
     addr: SocketAddr,
     connections: Arc<AtomicUsize>,
     accept: JoinHandle<()>,
+    switch: Option<Arc<Switch>>,
 }
 
 impl FaultyEndpoint {
@@ -84,6 +97,35 @@ impl FaultyEndpoint {
         FaultyEndpoint::start(Fault::HttpStatus(status)).await
     }
 
+    /// Forwards to `upstream` (`host:port`) until [`FaultyEndpoint::fail_with`].
+    pub async fn switchable(upstream: &str) -> FaultyEndpoint {
+        let switch = Arc::new(Switch {
+            status: std::sync::atomic::AtomicU16::new(0),
+            cut: tokio::sync::watch::Sender::new(0),
+        });
+        let mut endpoint = FaultyEndpoint::start(Fault::Switchable {
+            upstream: upstream.to_string(),
+            switch: switch.clone(),
+        })
+        .await;
+        endpoint.switch = Some(switch);
+        endpoint
+    }
+
+    /// A switchable endpoint from now on cuts the connections it carries and answers every
+    /// request with `status`.
+    pub fn fail_with(&self, status: u16) {
+        let switch = self.switch.as_ref().expect("a switchable endpoint");
+        switch.status.store(status, Ordering::SeqCst);
+        switch.cut.send_modify(|n| *n += 1);
+    }
+
+    /// A switchable endpoint passes requests again.
+    pub fn pass(&self) {
+        let switch = self.switch.as_ref().expect("a switchable endpoint");
+        switch.status.store(0, Ordering::SeqCst);
+    }
+
     async fn start(fault: Fault) -> FaultyEndpoint {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -103,6 +145,7 @@ impl FaultyEndpoint {
             addr,
             connections,
             accept,
+            switch: None,
         }
     }
 
@@ -133,6 +176,19 @@ async fn serve(mut client: TcpStream, fault: Fault) {
     let (upstream, faults) = match fault {
         Fault::Silent => return drain(&mut client).await,
         Fault::HttpStatus(status) => return answer_status(client, status).await,
+        Fault::Switchable { upstream, switch } => {
+            let status = switch.status.load(Ordering::SeqCst);
+            if status != 0 {
+                return answer_status(client, status).await;
+            }
+            (
+                upstream,
+                Faults {
+                    cut_on: Some(switch.cut.subscribe()),
+                    ..Faults::default()
+                },
+            )
+        }
         Fault::Slow { upstream, delay } => (
             upstream,
             Faults {
@@ -175,6 +231,8 @@ struct Faults {
     cut_after: Option<usize>,
     /// Goes silent once the client sends these bytes.
     stall_on: Option<Vec<u8>>,
+    /// Closes the connection when this changes.
+    cut_on: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 async fn answer_status(mut client: TcpStream, status: u16) {
@@ -203,6 +261,7 @@ async fn forward(client: TcpStream, server: TcpStream, faults: Faults) {
         delay,
         cut_after,
         stall_on,
+        cut_on,
     } = faults;
     let _ = server.set_nodelay(true);
     let (mut client_read, mut client_write) = client.into_split();
@@ -248,9 +307,18 @@ async fn forward(client: TcpStream, server: TcpStream, faults: Faults) {
             }
         }
     };
+    let cut = async {
+        match cut_on {
+            Some(mut changed) => {
+                let _ = changed.changed().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
     let stalled = tokio::select! {
         sent = upstream => sent.unwrap_or(false),
         _ = downstream => false,
+        _ = cut => false,
     };
     if stalled {
         drop((server_read, server_write));

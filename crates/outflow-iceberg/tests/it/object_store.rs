@@ -1,5 +1,6 @@
 //! Iceberg tables in an object store: the S3 store the test script starts (SeaweedFS, with
-//! SigV4 keys), reached through the SQLite catalog, read back by PyIceberg from the store.
+//! SigV4 keys), reached through the SQLite catalog, read back from the store by PyIceberg
+//! and Java Iceberg.
 
 use std::collections::BTreeMap;
 
@@ -49,7 +50,7 @@ async fn the_sink_writes_a_table_into_an_s3_warehouse_pyiceberg_reads() {
         warehouse: warehouse.clone(),
         properties: s3.properties(),
     };
-    let read = readers.read(Reader::PyIceberg, table);
+    let read = readers.read_both(table);
     assert_eq!(read["row_count"], 150);
     let mut ids: Vec<i64> = read_rows(&read)
         .iter()
@@ -158,7 +159,7 @@ async fn add_files_registers_objects_by_prefix_glob_and_url() {
         warehouse,
         properties: s3.properties(),
     };
-    let read = readers.read(Reader::PyIceberg, "lake.landed");
+    let read = readers.read_both("lake.landed");
     assert_eq!(read["row_count"], 130);
     let mut ids: Vec<i64> = read_rows(&read)
         .iter()
@@ -210,5 +211,121 @@ async fn add_files_registers_objects_by_prefix_glob_and_url() {
     assert!(
         empty.errors[0].reason.contains("no Parquet object matches"),
         "{empty:?}"
+    );
+}
+
+/// The store answering 503 in the middle of a write (a proxy in front of it cuts its
+/// connections and answers every request with 503): after its retries the write fails,
+/// nothing is committed, and every data file already in the store was deleted or is named
+/// by the abort, so nothing is silently orphaned; once the store answers again, a rerun
+/// writes every row exactly once, in files the table alone references.
+#[tokio::test]
+async fn a_store_failing_mid_write_commits_nothing_and_names_what_it_leaves() {
+    use outflow_core::{Sink, TwoPhaseSink};
+    use outflow_store::{ObjectStore, ObjectUrl, StorageSettings};
+    use outflow_testkit::faults::FaultyEndpoint;
+
+    let s3 = S3Store::from_env();
+    let proxy = FaultyEndpoint::switchable(s3.endpoint.trim_start_matches("http://")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = format!("s3://{}/{}", s3.bucket, unique_name("fault"));
+    let mut through_proxy = s3.properties();
+    through_proxy.insert("s3.endpoint".into(), proxy.url());
+    let config = catalog_in(dir.path(), &warehouse, through_proxy);
+    let table = "lake.faults";
+    let build = || {
+        options(&config, table)
+            .target_file_size_bytes(64 * 1024)
+            .build()
+            .unwrap()
+    };
+    // What is in the store, seen past the proxy.
+    let settings: StorageSettings = s3.properties().into_iter().collect();
+    let root = ObjectUrl::parse(&warehouse, "test").unwrap();
+    let store = ObjectStore::open(&root, &settings, "test").unwrap();
+    let data_files = || {
+        let (store, root) = (store.clone(), root.clone());
+        async move {
+            let all = store.list(&root).await.unwrap();
+            all.into_iter()
+                .map(|e| e.url.to_string())
+                .filter(|u| u.contains("/data/") && u.ends_with(".parquet"))
+                .collect::<Vec<_>>()
+        }
+    };
+
+    let mut sink = sink(build()).await;
+    let mut next = 0;
+    while data_files().await.is_empty() {
+        assert!(next < 1_000_000, "no data file reached the store");
+        sink.write(events(next..next + 5_000, "eu")).await.unwrap();
+        next += 5_000;
+    }
+    proxy.fail_with(503);
+    let failed = async {
+        sink.write(events(next..next + 5_000, "eu")).await?;
+        sink.prepare_commit().await
+    }
+    .await;
+    let Err(err) = failed else {
+        panic!("the write went through while the store answered 503");
+    };
+    let aborted = sink.abort().await;
+    proxy.pass();
+
+    let message = err.to_string();
+    assert!(
+        message.contains("503") || message.to_lowercase().contains("unexpected"),
+        "{message}"
+    );
+    let left = data_files().await;
+    assert!(!left.is_empty());
+    let named = aborted.left.join("\n");
+    for url in &left {
+        let key = url.split_once(&format!("{}/", s3.bucket)).unwrap().1;
+        assert!(
+            named.contains(key),
+            "{url} is left in the store but not named: {aborted:?}"
+        );
+    }
+    let readers = TestCatalog::SqlInStore {
+        name: "outflow".into(),
+        db: dir.path().join("catalog.db"),
+        warehouse: warehouse.clone(),
+        properties: s3.properties(),
+    };
+    let committed = readers.try_read(Reader::PyIceberg, table);
+    assert!(
+        committed.as_ref().is_none_or(|r| r["row_count"] == 0),
+        "something was committed: {committed:?}"
+    );
+
+    // The rerun, with the store answering.
+    let rows = next + 5_000;
+    write_all(
+        build(),
+        vec![events(0..rows / 2, "eu"), events(rows / 2..rows, "eu")],
+    )
+    .await
+    .unwrap();
+    let read = readers.read_both(table);
+    assert_eq!(read["row_count"], rows);
+    let mut ids: Vec<i64> = read_rows(&read)
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len() as i64, rows);
+    let referenced = readers.pyiceberg_files(table);
+    let referenced: Vec<&str> = referenced["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        referenced.iter().all(|p| !left.iter().any(|l| l == p)),
+        "the rerun reused a file left behind"
     );
 }

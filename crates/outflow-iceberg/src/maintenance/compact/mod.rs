@@ -316,7 +316,7 @@ impl Compaction {
         } = self;
         let name = table_name(start.identifier());
         let attempt = uuid::Uuid::new_v4();
-        let names = crate::writer::file_names(&format!("compact-{attempt}"));
+        let names = crate::writer::FileNames::new(&format!("compact-{attempt}"));
         let mut written: Vec<WrittenGroup> = Vec::new();
         for (g, group) in groups.iter().enumerate() {
             let inputs: Vec<&LiveFile> = group.files.iter().map(|&i| &live[i]).collect();

@@ -13,7 +13,6 @@ use iceberg::spec::{
     DataFile, NullOrder, PartitionKey, PartitionSpecRef, SchemaRef, SortDirection, Transform,
 };
 use iceberg::table::Table;
-use iceberg::writer::file_writer::location_generator::DefaultFileNameGenerator;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use outflow_core::{Error, ErrorKind, Result};
 
@@ -22,7 +21,7 @@ use super::{LiveFile, delete_files};
 use crate::client::IcebergResultExt;
 use crate::options::DEFAULT_COMPRESSION_LEVEL;
 use crate::schema::table_name;
-use crate::writer::data_files;
+use crate::writer::{FileNames, data_files};
 
 /// Scan tasks of every live data file of snapshot `snapshot_id`, by path: each carries the
 /// delete files that apply to it.
@@ -54,7 +53,7 @@ pub(super) async fn rewrite_group(
     tasks: Result<Vec<FileScanTask>>,
     settings: &CompactSettings,
     sort: bool,
-    names: &DefaultFileNameGenerator,
+    names: &FileNames,
 ) -> Result<Vec<DataFile>> {
     let metadata = table.metadata();
     let name = table_name(table.identifier());
