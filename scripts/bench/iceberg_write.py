@@ -69,11 +69,19 @@ def measure(argv, env=None):
 
 
 PYICEBERG_PEER = r"""
-import json, sys, time
+import json, os, sys, time
 import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import SqlCatalog
 source, out = sys.argv[1], sys.argv[2]
-catalog = SqlCatalog("bench", uri=f"sqlite:///{out}/catalog.db", warehouse=f"file://{out}/warehouse")
+warehouse = os.environ.get("OUTFLOW_BENCH_WAREHOUSE")
+if warehouse:
+    env = os.environ
+    catalog = SqlCatalog("bench", uri=f"sqlite:///{out}/catalog.db", warehouse=warehouse, **{
+        "s3.endpoint": env["OUTFLOW_S3_ENDPOINT"], "s3.access-key-id": env["OUTFLOW_S3_ACCESS_KEY_ID"],
+        "s3.secret-access-key": env["OUTFLOW_S3_SECRET_ACCESS_KEY"], "s3.region": env["OUTFLOW_S3_REGION"],
+        "s3.path-style-access": "true"})
+else:
+    catalog = SqlCatalog("bench", uri=f"sqlite:///{out}/catalog.db", warehouse=f"file://{out}/warehouse")
 started = time.monotonic()
 table = pq.read_table(source)
 catalog.create_namespace("bench")
@@ -96,17 +104,24 @@ def main():
         [sys.executable, os.path.abspath(__file__), "--generate"], check=True, stdout=subprocess.PIPE
     ).stdout.decode().strip()
     results = []
+    # With OUTFLOW_BENCH_WAREHOUSE (an S3 URL), the two Iceberg writers each write to a
+    # warehouse of their own under it; the bare writer stays on the local disk.
+    store = os.environ.get("OUTFLOW_BENCH_WAREHOUSE")
     for peer in ["outflow", "parquet-rs", "pyiceberg"]:
         out = tempfile.mkdtemp(prefix=f"outflow-bench-{peer}-")
+        env = dict(os.environ)
+        if store:
+            env["OUTFLOW_BENCH_WAREHOUSE"] = f"{store}/{peer}"
         try:
             if peer == "pyiceberg":
-                results.append(measure([python, "-c", PYICEBERG_PEER, source, out]))
+                results.append(measure([python, "-c", PYICEBERG_PEER, source, out], env))
             else:
-                results.append(measure([bench_bin, peer, source, out, "--bench"]))
+                results.append(measure([bench_bin, peer, source, out, "--bench"], env))
         finally:
             shutil.rmtree(out, ignore_errors=True)
     by = {r["peer"]: r for r in results}
-    print(f"\nIceberg write, {ROWS:,} rows x 10 columns (zstd), source {source}")
+    where = f"into S3 ({store})" if store else "on the local disk"
+    print(f"\nIceberg write {where}, {ROWS:,} rows x 10 columns (zstd), source {source}")
     print(f"{'peer':<12}{'seconds':>10}{'rows/s':>14}{'peak RSS MiB':>15}")
     for r in results:
         print(f"{r['peer']:<12}{r['seconds']:>10.2f}{r['rows'] / r['seconds']:>14,.0f}{r['peak_rss_mib']:>15.1f}")
@@ -117,6 +132,8 @@ def main():
         print(json.dumps(r))
     for r in results:
         r["rows_per_s"] = round(r["rows"] / r["seconds"])
+    if store:
+        return  # the chart is the local one
     os.makedirs(os.path.join(REPO, "docs", "bench"), exist_ok=True)
     with open(os.path.join(REPO, "docs", "bench", "iceberg_write.json"), "w") as f:
         json.dump({"title": f"Iceberg write, {ROWS:,} rows x 10 columns (zstd)", "unit": "rows/s",

@@ -6,6 +6,9 @@
 //! ```text
 //! cargo bench -p outflow-iceberg --bench write -- outflow|parquet-rs SOURCE.parquet OUT_DIR
 //! ```
+//!
+//! With `OUTFLOW_BENCH_WAREHOUSE=s3://bucket/prefix`, Outflow's table goes to that S3
+//! warehouse (the store from `OUTFLOW_S3_*`), its SQLite catalog staying in `OUT_DIR`.
 
 use std::time::Instant;
 
@@ -27,6 +30,21 @@ fn batches(source: &str) -> parquet::arrow::arrow_reader::ParquetRecordBatchRead
         .expect("a reader")
 }
 
+/// The FileIO properties of the store in `OUTFLOW_S3_*` (the test script's SeaweedFS).
+fn s3_properties() -> std::collections::BTreeMap<String, String> {
+    let env = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
+    [
+        ("s3.endpoint", env("OUTFLOW_S3_ENDPOINT")),
+        ("s3.access-key-id", env("OUTFLOW_S3_ACCESS_KEY_ID")),
+        ("s3.secret-access-key", env("OUTFLOW_S3_SECRET_ACCESS_KEY")),
+        ("s3.region", env("OUTFLOW_S3_REGION")),
+        ("s3.path-style-access", "true".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
 #[tokio::main]
 async fn main() {
     // `cargo bench` and the benchmark script pass `--bench`; `cargo test --all-targets` runs
@@ -45,8 +63,17 @@ async fn main() {
     let mut rows = 0u64;
     match mode.as_str() {
         "outflow" => {
+            let catalog = match std::env::var("OUTFLOW_BENCH_WAREHOUSE") {
+                Ok(warehouse) => CatalogConfig::Sql {
+                    uri: format!("{out}/catalog.db"),
+                    warehouse,
+                    name: "outflow".into(),
+                    properties: s3_properties(),
+                },
+                Err(_) => CatalogConfig::sqlite_in(out),
+            };
             let options = IcebergSinkOptions::builder()
-                .catalog(CatalogConfig::sqlite_in(out))
+                .catalog(catalog)
                 .table("bench.events")
                 .build()
                 .expect("valid options");
