@@ -183,6 +183,14 @@ impl ObjectStore {
         }))
     }
 
+    /// Deletes the object at `url` (deleting one that is not there succeeds).
+    pub async fn delete(&self, url: &ObjectUrl) -> Result<()> {
+        self.operator
+            .delete(url.key())
+            .await
+            .map_err(|e| store_error(url, "delete", e))
+    }
+
     /// The store as an `object_store` store (for DataFusion), rooted at the bucket.
     #[cfg(feature = "object-store")]
     pub fn object_store(&self) -> std::sync::Arc<dyn object_store::ObjectStore> {

@@ -214,7 +214,8 @@ Examples:
   outflow iceberg remove-orphans ... --dry-run      list them, delete nothing
 
 A writer running now has files no snapshot references yet: keep --older-than longer than
-any write takes. Tables on the local filesystem only, for now.";
+any write takes. Tables on the local filesystem or in S3 (the store's settings as
+--catalog-property KEY=VALUE, keys from the AWS environment variables).";
 
 /// Arguments of `outflow iceberg remove-orphans`.
 #[derive(Debug, Args)]

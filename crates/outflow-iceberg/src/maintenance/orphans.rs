@@ -11,7 +11,8 @@
 //! A writer running now has files no snapshot references yet: only files last modified
 //! before the safety age (3 days by default, as Iceberg's `DeleteOrphanFiles`) are
 //! deleted, so keep it longer than any write takes. Files are listed on the local
-//! filesystem; a table on an object store is refused until Outflow writes there.
+//! filesystem, or in the object store (`s3://`) of the table's location, with the storage
+//! settings among the catalog's properties; a location of another scheme is refused.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use std::time::UNIX_EPOCH;
 
 use iceberg::TableIdent;
 use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
+use outflow_store::{ObjectStore, ObjectUrl};
 use serde::Serialize;
 
 use super::manifests_of;
@@ -65,15 +67,22 @@ pub async fn remove_orphans(
     let ident = parse_table_ident(table)?;
     let what = &format!("finding the orphan files of {}", table_name(&ident));
     let ident = &ident;
-    let (mut report, orphans) = retry
+    let (mut report, root, orphans) = retry
         .retry_within(what, retry.deadline(), |limit| {
             catalog.attempt_within(what, limit, find_orphans(catalog, ident, options))
         })
         .await?;
     if !options.dry_run {
-        for path in &orphans {
-            if let Err(e) = std::fs::remove_file(path) {
-                report.not_deleted.push(format!("{}: {e}", path.display()));
+        for file in &orphans {
+            let deleted = match (&root, file) {
+                (Root::Local(_), File::Local(path)) => std::fs::remove_file(path).map_err(|e| e.to_string()),
+                (Root::Object(store, _), File::Object(url)) => {
+                    store.delete(url).await.map_err(|e| e.message().to_string())
+                }
+                _ => Err("not under the table's location".to_string()),
+            };
+            if let Err(why) = deleted {
+                report.not_deleted.push(format!("{}: {why}", file.shown()));
             }
         }
         tracing::info!(table = %report.table, deleted = orphans.len() - report.not_deleted.len(), "removed orphan files");
@@ -81,28 +90,70 @@ pub async fn remove_orphans(
     Ok(report)
 }
 
+/// Where a table's files are listed.
+enum Root {
+    Local(PathBuf),
+    Object(ObjectStore, ObjectUrl),
+}
+
+/// A file found under the table's location.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum File {
+    Local(PathBuf),
+    Object(ObjectUrl),
+}
+
+impl File {
+    fn shown(&self) -> String {
+        match self {
+            File::Local(path) => path.display().to_string(),
+            File::Object(url) => url.to_string(),
+        }
+    }
+}
+
+/// A location as the referenced set holds it: a local file's normalized path, an object's
+/// bucket and key (whatever the spelling of its scheme).
+fn reference_key(location: &str) -> Option<String> {
+    if let Some(path) = local_path(location) {
+        return Some(path.display().to_string());
+    }
+    if outflow_store::is_object_url(location) {
+        let url = ObjectUrl::parse(location, "location").ok()?;
+        return Some(format!("{:?}:{}/{}", url.scheme(), url.bucket(), url.key()));
+    }
+    None
+}
+
+fn root_of(catalog: &IcebergCatalog, location: &str, name: &str) -> Result<Root> {
+    if let Some(path) = local_path(location) {
+        return Ok(Root::Local(path));
+    }
+    if outflow_store::is_object_url(location) {
+        let url = ObjectUrl::parse(location, "location")?;
+        let store = ObjectStore::open(&url, catalog.storage_settings(), "catalog.properties")?;
+        return Ok(Root::Object(store, url));
+    }
+    Err(Error::new(
+        ErrorKind::Unsupported,
+        format!("table {name} is at {location}: remove-orphans lists local files and s3:// objects only"),
+    )
+    .with_context("table", name.to_string()))
+}
+
 async fn find_orphans(
     catalog: &IcebergCatalog,
     ident: &TableIdent,
     options: &RemoveOrphansOptions,
-) -> Result<(RemoveOrphansReport, Vec<PathBuf>)> {
+) -> Result<(RemoveOrphansReport, Root, Vec<File>)> {
     let name = table_name(ident);
     let table = catalog.require_table(ident).await?;
     let metadata = table.metadata();
-    let root = local_path(metadata.location()).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "table {name} is at {}: remove-orphans lists files on the local filesystem only",
-                metadata.location()
-            ),
-        )
-        .with_context("table", name.clone())
-    })?;
-    let mut referenced: HashSet<PathBuf> = HashSet::new();
+    let root = root_of(catalog, metadata.location(), &name)?;
+    let mut referenced: HashSet<String> = HashSet::new();
     let mut refer = |path: &str| {
-        if let Some(p) = local_path(path) {
-            referenced.insert(p);
+        if let Some(key) = reference_key(path) {
+            referenced.insert(key);
         }
     };
     if let Some(current) = table.metadata_location() {
@@ -129,13 +180,25 @@ async fn find_orphans(
             }
         }
     }
-    let files = list_files(&root).map_err(|e| {
-        Error::new(
-            ErrorKind::Internal,
-            format!("listing the files under {}: {e}", root.display()),
-        )
-        .with_context("table", name.clone())
-    })?;
+    let files: Vec<(File, i64)> = match &root {
+        Root::Local(dir) => list_files(dir)
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Internal,
+                    format!("listing the files under {}: {e}", dir.display()),
+                )
+                .with_context("table", name.clone())
+            })?
+            .into_iter()
+            .map(|(path, ms)| (File::Local(path), ms))
+            .collect(),
+        Root::Object(store, url) => store
+            .list(url)
+            .await?
+            .into_iter()
+            .map(|e| (File::Object(e.url), e.modified_ms))
+            .collect(),
+    };
     let mut report = RemoveOrphansReport {
         table: name,
         files: files.len(),
@@ -143,19 +206,19 @@ async fn find_orphans(
         ..Default::default()
     };
     let mut orphans = Vec::new();
-    for (path, modified_ms) in files {
-        if referenced.contains(&path) {
+    for (file, modified_ms) in files {
+        if reference_key(&file.shown()).is_some_and(|key| referenced.contains(&key)) {
             continue;
         }
         if modified_ms >= options.older_than_ms {
             report.too_young += 1;
             continue;
         }
-        orphans.push(path);
+        orphans.push(file);
     }
-    orphans.sort();
-    report.orphans = orphans.iter().map(|p| p.display().to_string()).collect();
-    Ok((report, orphans))
+    orphans.sort_by_key(File::shown);
+    report.orphans = orphans.iter().map(File::shown).collect();
+    Ok((report, root, orphans))
 }
 
 /// The local path of a `file:` URL or an absolute path; `None` for other schemes.
@@ -211,6 +274,18 @@ mod tests {
         );
         assert_eq!(local_path("s3://bucket/db/t"), None);
         assert_eq!(local_path("relative/t"), None);
+    }
+
+    #[test]
+    fn references_match_whatever_the_spelling() {
+        let key = |l: &str| reference_key(l).unwrap();
+        assert_eq!(
+            key("s3a://b/db/t/data/a.parquet"),
+            key("s3://b/db/t/data/a.parquet")
+        );
+        assert_ne!(key("s3://b/db/t/a"), key("s3://c/db/t/a"));
+        assert_eq!(key("file:///w/db//t/a"), key("/w/db/t/a"));
+        assert_eq!(reference_key("gs://b/a"), None);
     }
 
     #[test]
