@@ -522,7 +522,17 @@ impl TableWriter {
         }
         let io = self.table.file_io();
         let mut gone = HashSet::new();
+        // Each call is retried before it fails: once one has, the store is taken to be
+        // down and the other files are named without trying, so an abort stays short
+        // however many files there are.
+        let mut store_failed: Option<String> = None;
         for path in &opened {
+            if let Some(why) = &store_failed {
+                aborted.left.push(format!(
+                    "uncommitted data file {path}: not deleted, the store failed ({why})"
+                ));
+                continue;
+            }
             // A file opened but never written did not reach the store.
             let deleted = match io.exists(path).await {
                 Ok(false) => Ok(false),
@@ -534,7 +544,10 @@ impl TableWriter {
                     aborted.deleted_files += u64::from(deleted);
                     gone.insert(path.as_str());
                 }
-                Err(e) => aborted.left.push(format!("uncommitted data file {path}: {e}")),
+                Err(e) => {
+                    aborted.left.push(format!("uncommitted data file {path}: {e}"));
+                    store_failed = Some(e.message().to_string());
+                }
             }
         }
         self.names.forget(&gone);
