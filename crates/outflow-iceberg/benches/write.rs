@@ -30,21 +30,6 @@ fn batches(source: &str) -> parquet::arrow::arrow_reader::ParquetRecordBatchRead
         .expect("a reader")
 }
 
-/// The FileIO properties of the store in `OUTFLOW_S3_*` (the test script's SeaweedFS).
-fn s3_properties() -> std::collections::BTreeMap<String, String> {
-    let env = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
-    [
-        ("s3.endpoint", env("OUTFLOW_S3_ENDPOINT")),
-        ("s3.access-key-id", env("OUTFLOW_S3_ACCESS_KEY_ID")),
-        ("s3.secret-access-key", env("OUTFLOW_S3_SECRET_ACCESS_KEY")),
-        ("s3.region", env("OUTFLOW_S3_REGION")),
-        ("s3.path-style-access", "true".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
-}
-
 #[tokio::main]
 async fn main() {
     // `cargo bench` and the benchmark script pass `--bench`; `cargo test --all-targets` runs
@@ -68,7 +53,7 @@ async fn main() {
                     uri: format!("{out}/catalog.db"),
                     warehouse,
                     name: "outflow".into(),
-                    properties: s3_properties(),
+                    properties: outflow_testkit::iceberg::S3Store::from_env().properties(),
                 },
                 Err(_) => CatalogConfig::sqlite_in(out),
             };

@@ -44,24 +44,10 @@ fn read_footer(path: &str) -> std::io::Result<usize> {
     Ok(decoded.num_row_groups())
 }
 
-fn s3_properties() -> std::collections::BTreeMap<String, String> {
-    let env = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
-    [
-        ("s3.endpoint", env("OUTFLOW_S3_ENDPOINT")),
-        ("s3.access-key-id", env("OUTFLOW_S3_ACCESS_KEY_ID")),
-        ("s3.secret-access-key", env("OUTFLOW_S3_SECRET_ACCESS_KEY")),
-        ("s3.region", env("OUTFLOW_S3_REGION")),
-        ("s3.path-style-access", "true".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
-}
-
 /// The bare cost on S3: one listing, then per object one ranged read of its tail (a second
 /// for a longer footer) and the decoding, `concurrency` at a time, through OpenDAL directly.
 async fn s3_footers(url: &str, concurrency: usize) -> Result<(usize, usize), Box<dyn std::error::Error>> {
-    let p = s3_properties();
+    let s3 = outflow_testkit::iceberg::S3Store::from_env();
     let (bucket, prefix) = url
         .trim_start_matches("s3://")
         .split_once('/')
@@ -69,10 +55,10 @@ async fn s3_footers(url: &str, concurrency: usize) -> Result<(usize, usize), Box
     let operator = opendal::Operator::new(
         opendal::services::S3::default()
             .bucket(bucket)
-            .endpoint(&p["s3.endpoint"])
-            .region(&p["s3.region"])
-            .access_key_id(&p["s3.access-key-id"])
-            .secret_access_key(&p["s3.secret-access-key"]),
+            .endpoint(&s3.endpoint)
+            .region(&s3.region)
+            .access_key_id(&s3.access_key_id)
+            .secret_access_key(&s3.secret_access_key),
     )?
     .finish();
     let prefix = format!("{}/", prefix.trim_end_matches('/'));
@@ -143,7 +129,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     uri: format!("{dir}/catalog.db"),
                     warehouse: warehouse.clone(),
                     name: "outflow".into(),
-                    properties: s3_properties(),
+                    properties: outflow_testkit::iceberg::S3Store::from_env().properties(),
                 })
                 .table(table.clone())
                 .max_concurrent_reads(concurrency.parse()?)
