@@ -22,7 +22,7 @@ mod parquet;
 mod settings;
 mod store;
 
-pub use self::location::{ObjectUrl, Scheme, is_object_url};
+pub use self::location::{ObjectUrl, Scheme, is_hidden_name, is_object_url};
 pub use self::parquet::ObjectParquet;
 pub use self::settings::StorageSettings;
 pub use self::store::{ObjectEntry, ObjectStore};

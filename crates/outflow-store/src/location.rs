@@ -22,6 +22,13 @@ pub struct ObjectUrl {
     key: String,
 }
 
+/// Whether a file's name says it is not data: hidden files (`.a.csv.crc`) and the markers
+/// Spark and Hive leave (`_SUCCESS`). Listings of a directory or a prefix leave them out,
+/// for local files and objects alike.
+pub fn is_hidden_name(name: &str) -> bool {
+    name.starts_with('.') || name.starts_with('_')
+}
+
 /// Whether `text` is an object URL this crate reads (`s3://...`), rather than a local
 /// path or a URL of another kind.
 pub fn is_object_url(text: &str) -> bool {
@@ -84,6 +91,11 @@ impl ObjectUrl {
         }
     }
 
+    /// The last segment of the key: the object's name.
+    pub fn name(&self) -> &str {
+        self.key.rsplit('/').next().unwrap_or_default()
+    }
+
     /// Whether the key holds glob characters (`*`, `?`, `[`).
     pub fn is_glob(&self) -> bool {
         self.key.contains(['*', '?', '['])
@@ -126,6 +138,8 @@ mod tests {
         assert_eq!((url.bucket(), url.key()), ("lake", "raw/a b%20c#1.parquet"));
         assert_eq!(url.to_string(), "s3a://lake/raw/a b%20c#1.parquet");
         assert_eq!(url.with_key("x/y").to_string(), "s3a://lake/x/y");
+        assert_eq!(url.name(), "a b%20c#1.parquet");
+        assert!(is_hidden_name("_SUCCESS") && is_hidden_name(".a.crc") && !is_hidden_name("a_b.csv"));
         let root = ObjectUrl::parse("s3://lake", "path").unwrap();
         assert_eq!((root.key(), root.as_prefix()), ("", String::new()));
         assert_eq!(ObjectUrl::parse("s3://lake/in", "p").unwrap().as_prefix(), "in/");

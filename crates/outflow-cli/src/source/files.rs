@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use outflow_core::{Error, LoadedFile, Result};
-use outflow_store::{ObjectEntry, ObjectStore, ObjectUrl, StorageSettings, blocking};
+use outflow_store::{ObjectEntry, ObjectStore, ObjectUrl, StorageSettings, blocking, is_hidden_name};
 
 use crate::job::Format;
 
@@ -221,7 +221,7 @@ fn resolve_objects(
     } else {
         let found: Vec<ObjectEntry> = blocking::list(&store, &url)?
             .into_iter()
-            .filter(|e| !hidden(e.url.key().rsplit('/').next().unwrap_or_default()))
+            .filter(|e| !is_hidden_name(e.url.name()))
             .collect();
         if found.is_empty() {
             return Err(
@@ -253,11 +253,6 @@ fn resolve_objects(
     Ok((files, format))
 }
 
-/// Names that are not data: hidden files and the markers Spark and Hive leave (`_SUCCESS`).
-fn hidden(name: &str) -> bool {
-    name.starts_with('.') || name.starts_with('_')
-}
-
 fn list_directory(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         Error::invalid_input(format!("cannot list directory {}: {e}", dir.display()))
@@ -271,7 +266,7 @@ fn list_directory(dir: &Path) -> Result<Vec<PathBuf>> {
         })?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if hidden(&name) {
+        if is_hidden_name(&name) {
             continue;
         }
         let path = entry.path();

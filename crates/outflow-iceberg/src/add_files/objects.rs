@@ -71,8 +71,7 @@ impl Objects {
             store.list(&url).await.map(|all| {
                 all.into_iter()
                     .filter(|e| {
-                        let name = e.url.key().rsplit('/').next().unwrap_or_default();
-                        name.ends_with(".parquet") && !name.starts_with(['.', '_'])
+                        e.url.name().ends_with(".parquet") && !outflow_store::is_hidden_name(e.url.name())
                     })
                     .collect::<Vec<_>>()
             })
