@@ -192,6 +192,19 @@ mod tests {
     }
 
     #[test]
+    fn every_key_catalogs_pass_on_is_one_the_store_reads() {
+        for key in KNOWN_KEYS {
+            let value = if key.ends_with("-access") || key.ends_with("anonymous") {
+                "true"
+            } else {
+                "x"
+            };
+            let settings = StorageSettings::new().with(*key, value);
+            assert!(settings.s3("b", "test").is_ok(), "{key}");
+        }
+    }
+
+    #[test]
     fn catalog_properties_give_only_their_storage_settings() {
         let props: BTreeMap<String, String> = [
             ("s3.region", "eu"),
