@@ -31,15 +31,9 @@ cd "$REPO"
 "$REPO/scripts/setup/readers.sh" >/dev/null
 # shellcheck disable=SC1091
 source "$REPO/.cache/run/readers.env"
-started_store=0
-if ! "$REPO/scripts/servers/seaweedfs.sh" status >/dev/null 2>&1; then
-  "$REPO/scripts/servers/seaweedfs.sh" start >&2
-  started_store=1
-fi
-cleanup() { if [[ $started_store -eq 1 ]]; then "$REPO/scripts/servers/seaweedfs.sh" stop >&2 || true; fi; }
-trap cleanup EXIT
 # shellcheck disable=SC1091
-set -a; source "$REPO/.cache/run/seaweedfs.env"; set +a
+source "$HERE/seaweedfs.sh"
+use_seaweedfs "$REPO"
 PY="$OUTFLOW_PYTHON"
 TOOL="$HERE/add_files.py"
 

@@ -13,14 +13,9 @@ scripts/setup/readers.sh >/dev/null
 # shellcheck disable=SC1091
 source .cache/run/readers.env
 if [[ "${1:-}" == "--s3" ]]; then
-  started_store=0
-  if ! scripts/servers/seaweedfs.sh status >/dev/null 2>&1; then
-    scripts/servers/seaweedfs.sh start >&2
-    started_store=1
-  fi
-  trap 'if [[ $started_store -eq 1 ]]; then scripts/servers/seaweedfs.sh stop >&2 || true; fi' EXIT
   # shellcheck disable=SC1091
-  set -a; source .cache/run/seaweedfs.env; set +a
+  source scripts/bench/seaweedfs.sh
+  use_seaweedfs "$REPO"
   export OUTFLOW_BENCH_WAREHOUSE="s3://$OUTFLOW_S3_BUCKET/bench-write-$(date +%s)"
 fi
 
