@@ -85,7 +85,8 @@ install() {
     rm -rf "$VENV"
     mkdir -p "$CACHE"
     "$py" -m venv "$VENV" || die "python -m venv failed"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+    # --no-compile: modules are compiled as the server first imports them (see readers.sh).
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-compile \
         --no-deps -r "$REQS" || die "pip install failed (see the output above)"
     mkdir -p "$DUCKDB_HOME"
     HOME="$DUCKDB_HOME" "$VENV/bin/python" -c '
