@@ -46,11 +46,7 @@ install() {
 start() {
     mkdir -p "$RUN"
     local pid data deadline
-    pid="$(saved_pid)"
-    if pid_alive "$pid" && port_answers "$PORT"; then
-        echo "seaweedfs: already running (pid $pid) on 127.0.0.1:$PORT"
-        return 0
-    fi
+    already_running seaweedfs "$PORT" && return 0
     rm -f "$PID_FILE" "$ENV_FILE"
     port_answers "$PORT" && die "127.0.0.1:$PORT is taken by another process (set OUTFLOW_S3_PORT)"
     install
@@ -88,30 +84,15 @@ start() {
 }
 
 stop() {
-    local pid
-    pid="$(saved_pid)"
-    if pid_alive "$pid"; then
-        stop_group "$pid"
-        echo "seaweedfs: stopped (pid $pid)"
-    else
-        echo "seaweedfs: not running"
-    fi
+    stop_saved seaweedfs
     if [[ -f "$DATA_FILE" ]]; then
         rm -rf "$(cat "$DATA_FILE")"
         rm -f "$DATA_FILE"
     fi
-    rm -f "$PID_FILE" "$ENV_FILE"
 }
 
 status() {
-    local pid
-    pid="$(saved_pid)"
-    if pid_alive "$pid" && port_answers "$PORT"; then
-        echo "seaweedfs: running (pid $pid) on 127.0.0.1:$PORT"
-        return 0
-    fi
-    echo "seaweedfs: not running"
-    return 1
+    report_status seaweedfs "$PORT"
 }
 
 case "${1:-}" in
