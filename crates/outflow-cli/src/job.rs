@@ -123,9 +123,9 @@ pub struct SourceSpec {
     /// NDJSON options (format `ndjson` only).
     #[serde(default)]
     pub ndjson: Option<NdjsonOptions>,
-    /// How to reach the object store of an `s3://` path (`s3.endpoint`, `s3.region`,
-    /// `s3.path-style-access`, keys through `${ENV}`); see docs/object-stores.md. Empty:
-    /// the store's defaults and credential chain.
+    /// How to reach the object store of an `s3://` or `gs://` path (`s3.endpoint`,
+    /// `s3.region`, `s3.path-style-access`, `gcs.service.path`, credentials through
+    /// `${ENV}`); see docs/object-stores.md. Empty: the store's defaults and credential chain.
     #[serde(default)]
     pub storage: outflow_store::StorageSettings,
 }

@@ -816,15 +816,16 @@ async fn commit_rest(
     }
 }
 
-/// Schemes whose locations go through OpenDAL's storage (see [`storage_for`]).
-const OBJECT_STORE_SCHEMES: [&str; 3] = ["s3://", "s3a://", "s3n://"];
-
 /// The storage of a catalog's tables: OpenDAL's, which resolves each location by its scheme,
-/// when the warehouse is in an object store or S3 settings are given; iceberg's own local
-/// filesystem otherwise, as every local table has always been written.
+/// when the warehouse is in an object store or storage settings are given; iceberg's own
+/// local filesystem otherwise, as every local table has always been written.
 fn storage_for(warehouse: Option<&str>, properties: &BTreeMap<String, String>) -> Arc<dyn StorageFactory> {
-    let in_object_store = warehouse.is_some_and(|w| OBJECT_STORE_SCHEMES.iter().any(|s| w.starts_with(s)));
-    if in_object_store || properties.keys().any(|k| k.starts_with("s3.")) {
+    let in_object_store = warehouse.is_some_and(outflow_store::is_object_url);
+    if in_object_store
+        || properties
+            .keys()
+            .any(|k| k.starts_with("s3.") || k.starts_with("gcs."))
+    {
         Arc::new(OpenDalResolvingStorageFactory::new())
     } else {
         Arc::new(LocalFsStorageFactory)

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatch;
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::PartitionKey;
-use iceberg::spec::{DataFile, DataFileFormat};
+use iceberg::spec::{DataFile, DataFileFormat, TableMetadata};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -70,10 +70,27 @@ impl FileNames {
 pub(crate) struct TrackedLocations {
     inner: DefaultLocationGenerator,
     opened: Arc<Mutex<Vec<String>>>,
+    /// Every data file directly under `data/`, with no `field=value` directory. For tables
+    /// in GCS: OpenDAL 0.57's GCS writer (iceberg-rust's storage) encodes object names twice
+    /// (apache/opendal#7926), so `region=eu/f.parquet` would be stored as
+    /// `region%3Deu/f.parquet` and never found again. Readers take each file's path from the
+    /// manifests, so partition directories are a convention Iceberg does not need.
+    flat: bool,
+}
+
+impl TrackedLocations {
+    pub(crate) fn new(metadata: &TableMetadata, opened: Arc<Mutex<Vec<String>>>) -> Result<TrackedLocations> {
+        Ok(TrackedLocations {
+            inner: DefaultLocationGenerator::new(metadata).doing("locating data files")?,
+            opened,
+            flat: metadata.location().starts_with("gs://"),
+        })
+    }
 }
 
 impl LocationGenerator for TrackedLocations {
     fn generate_location(&self, partition_key: Option<&PartitionKey>, file_name: &str) -> String {
+        let partition_key = if self.flat { None } else { partition_key };
         let location = self.inner.generate_location(partition_key, file_name);
         self.opened
             .lock()
@@ -245,10 +262,7 @@ pub(crate) fn data_files(
         ParquetWriterBuilder::new(properties, metadata.current_schema().clone()),
         target_bytes as usize,
         table.file_io().clone(),
-        TrackedLocations {
-            inner: DefaultLocationGenerator::new(metadata).doing("locating data files")?,
-            opened: names.opened.clone(),
-        },
+        TrackedLocations::new(metadata, names.opened.clone())?,
         names.names.clone(),
     );
     Ok(DataFileWriterBuilder::new(rolling))

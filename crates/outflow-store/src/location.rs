@@ -10,6 +10,8 @@ pub enum Scheme {
     /// Amazon S3 and S3-compatible stores: `s3://`, also spelled `s3a://` and `s3n://`
     /// (Hadoop's names, common in table locations written by Spark).
     S3,
+    /// Google Cloud Storage: `gs://` (the spelling every Iceberg implementation reads).
+    Gcs,
 }
 
 /// An object's (or a prefix's) URL, as the user wrote it: the spelling of the scheme is
@@ -29,7 +31,7 @@ pub fn is_hidden_name(name: &str) -> bool {
     name.starts_with('.') || name.starts_with('_')
 }
 
-/// Whether `text` is an object URL this crate reads (`s3://...`), rather than a local
+/// Whether `text` is an object URL this crate reads (`s3://...`, `gs://...`), rather than a local
 /// path or a URL of another kind.
 pub fn is_object_url(text: &str) -> bool {
     text.split_once("://")
@@ -39,6 +41,7 @@ pub fn is_object_url(text: &str) -> bool {
 fn scheme_kind(scheme: &str) -> Option<Scheme> {
     match scheme.to_ascii_lowercase().as_str() {
         "s3" | "s3a" | "s3n" => Some(Scheme::S3),
+        "gs" => Some(Scheme::Gcs),
         _ => None,
     }
 }
@@ -55,7 +58,7 @@ impl ObjectUrl {
             .split_once("://")
             .ok_or_else(|| invalid("is not an object URL"))?;
         let kind = scheme_kind(scheme)
-            .ok_or_else(|| invalid("has a scheme Outflow cannot read (s3:// is supported)"))?;
+            .ok_or_else(|| invalid("has a scheme Outflow cannot read (s3:// and gs:// are)"))?;
         let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.trim().is_empty() {
             return Err(invalid("names no bucket"));
@@ -166,6 +169,11 @@ mod tests {
             assert!(err.to_string().contains(why), "{url}: {err}");
             assert!(err.to_string().contains("source.path"), "{err}");
         }
-        assert!(is_object_url("S3://b/k") && !is_object_url("gs://b/k") && !is_object_url("a/s3://b"));
+        assert!(is_object_url("S3://b/k") && is_object_url("gs://b/k") && !is_object_url("a/s3://b"));
+        assert_eq!(
+            ObjectUrl::parse("gs://lake/a", "p").unwrap().scheme(),
+            Scheme::Gcs
+        );
+        assert!(!is_object_url("gcs://b/k"), "Java and PyIceberg read gs:// only");
     }
 }

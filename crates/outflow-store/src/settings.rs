@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use opendal::services::S3;
+use opendal::services::{Gcs, S3};
 use outflow_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -17,10 +17,17 @@ use serde::{Deserialize, Serialize};
 /// | `s3.path-style-access` | `true` for `endpoint/bucket/key` URLs (needed on an IP address) |
 /// | `s3.access-key-id`, `s3.secret-access-key`, `s3.session-token` | explicit credentials |
 /// | `s3.allow-anonymous` | `true` to send unsigned requests (public buckets) |
+/// | `gcs.service.path` | the GCS endpoint, for a server other than Google's (`http://127.0.0.1:4443`) |
+/// | `gcs.credentials-json` | a service account's JSON key, base64-encoded |
+/// | `gcs.oauth2.token` | an OAuth2 access token |
+/// | `gcs.allow-anonymous` | `true` to send unsigned requests (public buckets) |
+/// | `gcs.no-auth` | `true`: unsigned, and no looking for credentials (local servers) |
 ///
-/// Without explicit keys, S3's usual credential chain applies: the `AWS_*` environment
-/// variables, the shared profile files, then the instance metadata service. Unknown keys
-/// are refused, naming the key, so a misspelt setting is not silently ignored.
+/// Without explicit keys, each store's usual credential chain applies. For S3: the `AWS_*`
+/// environment variables, the shared profile files, then the instance metadata service.
+/// For GCS, Application Default Credentials: `GOOGLE_APPLICATION_CREDENTIALS`, gcloud's
+/// application-default file, then the metadata server. Unknown keys are refused, naming the
+/// key, so a misspelt setting is not silently ignored.
 ///
 /// `Debug` shows the keys and hides the secrets' values.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,9 +35,14 @@ use serde::{Deserialize, Serialize};
 pub struct StorageSettings(BTreeMap<String, String>);
 
 /// Keys whose values are credentials.
-const SECRET_KEYS: &[&str] = &["s3.secret-access-key", "s3.session-token"];
+const SECRET_KEYS: &[&str] = &[
+    "s3.secret-access-key",
+    "s3.session-token",
+    "gcs.credentials-json",
+    "gcs.oauth2.token",
+];
 
-/// Every key Outflow reads.
+/// Every key Outflow reads: S3's, then GCS's.
 const KNOWN_KEYS: &[&str] = &[
     "s3.endpoint",
     "s3.region",
@@ -40,6 +52,11 @@ const KNOWN_KEYS: &[&str] = &[
     "s3.secret-access-key",
     "s3.session-token",
     "s3.allow-anonymous",
+    "gcs.service.path",
+    "gcs.credentials-json",
+    "gcs.oauth2.token",
+    "gcs.allow-anonymous",
+    "gcs.no-auth",
 ];
 
 impl StorageSettings {
@@ -83,9 +100,22 @@ impl StorageSettings {
         SECRET_KEYS.contains(&key)
     }
 
+    /// Refuses a key Outflow does not read, naming it. One set of settings may hold both
+    /// stores' keys (a job reading from S3 into a warehouse on GCS); each store reads its own.
+    fn check_known(&self, what: &str) -> Result<()> {
+        match self.0.keys().find(|k| !KNOWN_KEYS.contains(&k.as_str())) {
+            Some(unknown) => Err(Error::invalid_config(
+                what,
+                format!("{unknown:?} is not a storage setting Outflow knows (see docs/object-stores.md)"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The S3 service for `bucket` under these settings; `what` names where the settings
     /// came from, for errors.
     pub(crate) fn s3(&self, bucket: &str, what: &str) -> Result<S3> {
+        self.check_known(what)?;
         let mut builder = S3::default().bucket(bucket);
         // Iceberg's default: virtual-host style (`bucket.endpoint/key`), as AWS wants.
         let mut virtual_host = true;
@@ -102,19 +132,43 @@ impl StorageSettings {
                     builder
                 }
                 "s3.allow-anonymous" if truthy(key, value, what)? => builder.skip_signature(),
-                "s3.allow-anonymous" => builder,
-                other => {
-                    return Err(Error::invalid_config(
-                        what,
-                        format!(
-                            "{other:?} is not a storage setting Outflow knows (see docs/object-stores.md)"
-                        ),
-                    ));
-                }
+                // GCS's keys, for another store.
+                _ => builder,
             };
         }
         if virtual_host {
             builder = builder.enable_virtual_host_style();
+        }
+        Ok(builder)
+    }
+
+    /// The GCS service for `bucket` under these settings; `what` names where the settings
+    /// came from, for errors.
+    pub(crate) fn gcs(&self, bucket: &str, what: &str) -> Result<Gcs> {
+        self.check_known(what)?;
+        let mut builder = Gcs::default().bucket(bucket);
+        for (key, value) in &self.0 {
+            let value = value.as_str();
+            builder = match key.as_str() {
+                "gcs.service.path" => builder.endpoint(value),
+                "gcs.credentials-json" => builder.credential(value),
+                "gcs.oauth2.token" => builder.token(value.to_string()),
+                "gcs.allow-anonymous" if truthy(key, value, what)? => builder.skip_signature(),
+                "gcs.no-auth" if truthy(key, value, what)? => builder
+                    .skip_signature()
+                    .disable_vm_metadata()
+                    .disable_config_load(),
+                // iceberg-rust's storage goes unsigned whenever the key is present, whatever
+                // its value: refused, so the catalog's files and Outflow's reads agree.
+                "gcs.no-auth" => {
+                    return Err(Error::invalid_config(
+                        what,
+                        "gcs.no-auth=false is not honoured by the Iceberg catalog's storage; leave the key out",
+                    ));
+                }
+                // S3's keys, for another store.
+                _ => builder,
+            };
         }
         Ok(builder)
     }
@@ -194,14 +248,41 @@ mod tests {
     #[test]
     fn every_key_catalogs_pass_on_is_one_the_store_reads() {
         for key in KNOWN_KEYS {
-            let value = if key.ends_with("-access") || key.ends_with("anonymous") {
+            let value = if key.ends_with("-access") || key.ends_with("anonymous") || key.ends_with("no-auth")
+            {
                 "true"
             } else {
                 "x"
             };
             let settings = StorageSettings::new().with(*key, value);
             assert!(settings.s3("b", "test").is_ok(), "{key}");
+            assert!(settings.gcs("b", "test").is_ok(), "{key}");
         }
+    }
+
+    #[test]
+    fn gcs_settings_are_checked_like_s3_ones() {
+        let settings = StorageSettings::new()
+            .with("gcs.service.path", "http://127.0.0.1:4443")
+            .with("gcs.oauth2.token", "ya29.secret-token")
+            .with("gcs.credentials-json", "eyJzZWNyZXQiOiJ4In0=");
+        assert!(settings.gcs("b", "source.storage").is_ok());
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("ya29") && !shown.contains("eyJz"), "{shown}");
+        let err = StorageSettings::new()
+            .with("gcs.no-auth", "false")
+            .gcs("b", "source.storage")
+            .unwrap_err();
+        assert!(err.to_string().contains("leave the key out"), "{err}");
+        let err = StorageSettings::new()
+            .with("gcs.endpoint", "http://x")
+            .gcs("b", "source.storage")
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("\"gcs.endpoint\" is not a storage setting"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -53,17 +53,21 @@ impl ObjectStore {
     /// The store holding `url`'s bucket; `what` names where the settings came from, for
     /// errors. Nothing is sent yet.
     pub fn open(url: &ObjectUrl, settings: &StorageSettings, what: &str) -> Result<ObjectStore> {
+        let unreachable = |e: opendal::Error| Error::invalid_config(what, format!("cannot reach {url}: {e}"));
         let operator = match url.scheme() {
-            Scheme::S3 => Operator::new(settings.s3(url.bucket(), what)?),
+            Scheme::S3 => Operator::new(settings.s3(url.bucket(), what)?)
+                .map_err(unreachable)?
+                .finish(),
+            Scheme::Gcs => Operator::new(settings.gcs(url.bucket(), what)?)
+                .map_err(unreachable)?
+                .finish(),
         }
-        .map_err(|e| Error::invalid_config(what, format!("cannot reach {url}: {e}")))?
         .layer(
             TimeoutLayer::new()
                 .with_timeout(CALL_TIMEOUT)
                 .with_io_timeout(IO_TIMEOUT),
         )
-        .layer(RetryLayer::new().with_max_times(ATTEMPTS).with_jitter())
-        .finish();
+        .layer(RetryLayer::new().with_max_times(ATTEMPTS).with_jitter());
         Ok(ObjectStore {
             operator,
             scheme: url.scheme(),

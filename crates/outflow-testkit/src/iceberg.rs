@@ -5,7 +5,7 @@
 //! with the current schema, sorted. Tests compare what Outflow wrote with what both say.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -260,6 +260,74 @@ pub fn fields(read: &Value) -> &Vec<Value> {
     read["schema"]["fields"]
         .as_array()
         .expect("schema.fields is an array")
+}
+
+/// The GCS store `scripts/servers/fake-gcs.sh` started (fake-gcs-server, which checks no
+/// credentials).
+#[derive(Clone, Debug)]
+pub struct GcsStore {
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// A bucket that exists.
+    pub bucket: String,
+}
+
+impl GcsStore {
+    /// The store from `OUTFLOW_GCS_*` (the test script exports them); panics when missing.
+    pub fn from_env() -> GcsStore {
+        GcsStore {
+            endpoint: require_env("OUTFLOW_GCS_ENDPOINT"),
+            bucket: require_env("OUTFLOW_GCS_BUCKET"),
+        }
+    }
+
+    /// Uploads `bytes` as the object `key` through GCS's JSON API with `curl`, as another
+    /// tool would: OpenDAL 0.57's GCS writer encodes names twice (apache/opendal#7926), so
+    /// objects with `=` in their names are uploaded here instead.
+    pub fn upload(&self, key: &str, bytes: &[u8]) {
+        use std::io::Write;
+        let name: String = key
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let url = format!(
+            "{}/upload/storage/v1/b/{}/o?uploadType=media&name={name}",
+            self.endpoint, self.bucket
+        );
+        let mut child = Command::new("curl")
+            .args([
+                "-sf",
+                "--max-time",
+                "30",
+                "-X",
+                "POST",
+                "--data-binary",
+                "@-",
+                &url,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn curl");
+        child.stdin.take().unwrap().write_all(bytes).unwrap();
+        assert!(child.wait().unwrap().success(), "uploading {key} to {url} failed");
+    }
+
+    /// iceberg-rust's FileIO properties for it, which the readers map to their own names.
+    pub fn properties(&self) -> std::collections::BTreeMap<String, String> {
+        [
+            ("gcs.service.path", self.endpoint.as_str()),
+            ("gcs.no-auth", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
 }
 
 /// The S3 store `scripts/servers/seaweedfs.sh` started (SeaweedFS, SigV4 with keys).

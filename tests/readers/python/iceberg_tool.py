@@ -52,8 +52,23 @@ def sqlalchemy_sqlite_uri(uri: str) -> str:
     return uri
 
 
+def pyiceberg_storage(props: dict[str, str]) -> dict[str, str]:
+    """The storage properties in iceberg-rust's names, with PyIceberg's added.
+
+    GCS: PyIceberg names the endpoint gcs.service.host, and has no unsigned mode: for
+    gcs.no-auth (a local server that checks no credentials) it gets a placeholder token.
+    """
+    out = dict(props)
+    if "gcs.service.path" in out:
+        out.setdefault("gcs.service.host", out["gcs.service.path"])
+    if "gcs.no-auth" in out:
+        out.setdefault("gcs.oauth2.token", "unchecked")
+        out.setdefault("gcs.oauth2.token-expires-at", str(4102444800000))  # 2100-01-01
+    return out
+
+
 def open_catalog(args: argparse.Namespace, *, writable: bool):
-    extra = parse_kv(args.catalog_property, "--catalog-property")
+    extra = pyiceberg_storage(parse_kv(args.catalog_property, "--catalog-property"))
     if args.catalog_type == "sql":
         from pyiceberg.catalog.sql import SqlCatalog
 

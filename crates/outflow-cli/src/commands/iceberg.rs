@@ -520,11 +520,12 @@ pub struct CatalogArgs {
     /// The catalog's name; other readers of the catalog must use the same.
     #[arg(long, value_name = "NAME", default_value = "outflow")]
     pub catalog_name: String,
-    /// A catalog property (repeatable), such as the storage settings of an `s3://`
-    /// warehouse or of `s3://` files: `s3.endpoint=http://127.0.0.1:8333`, `s3.region=...`,
-    /// `s3.path-style-access=true`. Keys are not taken here, where other users of the
-    /// machine could read them: the store's credential chain (`AWS_ACCESS_KEY_ID`,
-    /// `AWS_SECRET_ACCESS_KEY`, profiles) supplies them.
+    /// A catalog property (repeatable), such as the storage settings of an `s3://` or
+    /// `gs://` warehouse or files: `s3.endpoint=http://127.0.0.1:8333`, `s3.region=...`,
+    /// `s3.path-style-access=true`, `gcs.service.path=...`. Credentials are not taken here,
+    /// where other users of the machine could read them: the store's credential chain
+    /// supplies them (`AWS_ACCESS_KEY_ID` and profiles for S3; Application Default
+    /// Credentials for GCS).
     #[arg(long = "catalog-property", value_name = "KEY=VALUE", value_parser = property)]
     pub catalog_properties: Vec<(String, String)>,
 }
@@ -590,7 +591,7 @@ pub struct AddFilesArgs {
     /// Show no progress bar.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Parquet files: paths, `file://` URLs, or `s3://` URLs of objects, of prefixes ending
+    /// Parquet files: paths, `file://` URLs, or `s3://` or `gs://` URLs of objects, of prefixes ending
     /// in `/` (every `.parquet` object under it) or globs; `-` reads more, one per line,
     /// from stdin.
     #[arg(value_name = "FILE", required = true)]

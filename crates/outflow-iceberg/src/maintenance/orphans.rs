@@ -136,7 +136,9 @@ fn root_of(catalog: &IcebergCatalog, location: &str, name: &str) -> Result<Root>
     }
     Err(Error::new(
         ErrorKind::Unsupported,
-        format!("table {name} is at {location}: remove-orphans lists local files and s3:// objects only"),
+        format!(
+            "table {name} is at {location}: remove-orphans lists local files and s3:// or gs:// objects only"
+        ),
     )
     .with_context("table", name.to_string()))
 }
@@ -285,7 +287,8 @@ mod tests {
         );
         assert_ne!(key("s3://b/db/t/a"), key("s3://c/db/t/a"));
         assert_eq!(key("file:///w/db//t/a"), key("/w/db/t/a"));
-        assert_eq!(reference_key("gs://b/a"), None);
+        assert_ne!(key("gs://b/db/t/a"), key("s3://b/db/t/a"));
+        assert_eq!(reference_key("abfss://c@a/t/a"), None);
     }
 
     #[test]

@@ -179,12 +179,23 @@ public final class Main {
       }
       props.put(kv.substring(0, eq), kv.substring(eq + 1));
     }
-    // Tables in S3: Iceberg's S3FileIO, which names the region client.region.
-    if (props.keySet().stream().anyMatch(k -> k.startsWith("s3."))) {
-      props.putIfAbsent(CatalogProperties.FILE_IO_IMPL, "org.apache.iceberg.aws.s3.S3FileIO");
-      if (props.containsKey("s3.region")) {
-        props.putIfAbsent("client.region", props.get("s3.region"));
-      }
+    // Tables in object stores: ResolvingFileIO (in GcsEofFileIO) picks S3FileIO for s3:// and GCSFileIO for
+    // gs:// by each file's scheme. The properties come in iceberg-rust's names; Java names
+    // the S3 region client.region and the GCS endpoint gcs.service.host.
+    boolean s3 = props.keySet().stream().anyMatch(k -> k.startsWith("s3."));
+    boolean gcs = props.keySet().stream().anyMatch(k -> k.startsWith("gcs."));
+    if (s3 || gcs) {
+      props.putIfAbsent(CatalogProperties.FILE_IO_IMPL, GcsEofFileIO.class.getName());
+    }
+    if (props.containsKey("s3.region")) {
+      props.putIfAbsent("client.region", props.get("s3.region"));
+    }
+    if (props.containsKey("gcs.service.path")) {
+      props.putIfAbsent("gcs.service.host", props.get("gcs.service.path"));
+    }
+    if (gcs) {
+      // A project of its own, so the client does not look for one on a metadata server.
+      props.putIfAbsent("gcs.project-id", "outflow-test");
     }
 
     String tableName = opts.get("table");
