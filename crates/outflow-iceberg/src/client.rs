@@ -42,6 +42,7 @@ use outflow_core::{Error, ErrorKind, Result, RetryClass, RetryPolicy};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use crate::options::CatalogConfig;
+use crate::rest_auth::{RestAuth, RestRequests};
 use crate::schema::table_name;
 
 /// A `file://` URL for a path or URL, made absolute.
@@ -86,7 +87,7 @@ enum CommitPath {
     Rest {
         http: reqwest::Client,
         tables_url: url::Url,
-        headers: HashMap<String, String>,
+        requests: RestRequests,
     },
 }
 
@@ -393,19 +394,19 @@ impl IcebergCatalog {
         if let Some(w) = warehouse {
             props.insert("warehouse".into(), w.to_string());
         }
-        let mut headers: HashMap<String, String> = properties
-            .iter()
-            .filter_map(|(k, v)| k.strip_prefix("header.").map(|h| (h.to_string(), v.clone())))
-            .collect();
-        if let Some(token) = properties.get("token") {
-            headers.insert("Authorization".into(), format!("Bearer {token}"));
-        }
+        let requests = RestRequests {
+            headers: properties
+                .iter()
+                .filter_map(|(k, v)| k.strip_prefix("header.").map(|h| (h.to_string(), v.clone())))
+                .collect(),
+            auth: RestAuth::from_properties(uri, properties)?,
+        };
         let http = endpoint.http_client()?;
         let what = "reading the REST catalog's configuration";
         let mut retrying = retry.start(what);
         let prefix = loop {
             let limit = retrying.attempt_limit(endpoint.request_timeout);
-            match rest_prefix(&http, &endpoint, warehouse, &headers, what, limit).await {
+            match rest_prefix(&http, &endpoint, warehouse, &requests, what, limit).await {
                 Ok(prefix) => break prefix,
                 Err(err) => retrying.after(err).await?,
             }
@@ -433,7 +434,7 @@ impl IcebergCatalog {
             commits: Arc::new(CommitPath::Rest {
                 http,
                 tables_url,
-                headers,
+                requests,
             }),
             rest: Some(endpoint),
             retry: retry.clone(),
@@ -628,14 +629,14 @@ impl IcebergCatalog {
             CommitPath::Rest {
                 http,
                 tables_url,
-                headers,
+                requests,
             } => {
                 let endpoint = self.rest.as_deref().expect("a REST commit path has an endpoint");
                 commit_rest(
                     http,
                     endpoint,
                     tables_url,
-                    headers,
+                    requests,
                     table,
                     requirements,
                     updates,
@@ -714,7 +715,7 @@ async fn rest_prefix(
     http: &reqwest::Client,
     endpoint: &RestEndpoint,
     warehouse: Option<&str>,
-    headers: &HashMap<String, String>,
+    requests: &RestRequests,
     what: &str,
     limit: Duration,
 ) -> Result<Option<String>> {
@@ -729,13 +730,9 @@ async fn rest_prefix(
     if let Some(w) = warehouse {
         url.query_pairs_mut().append_pair("warehouse", w);
     }
-    let mut request = http.get(url.clone()).timeout(limit);
-    for (k, v) in headers {
-        request = request.header(k, v);
-    }
-    let response = request
-        .send()
-        .await
+    let response = requests
+        .send(http, limit, || http.get(url.clone()).timeout(limit))
+        .await?
         .map_err(|e| endpoint.transport(what, &e, limit))?;
     let status = response.status();
     let body = response
@@ -763,7 +760,7 @@ async fn commit_rest(
     http: &reqwest::Client,
     endpoint: &RestEndpoint,
     tables_url: &url::Url,
-    headers: &HashMap<String, String>,
+    requests: &RestRequests,
     table: &Table,
     requirements: Vec<TableRequirement>,
     updates: Vec<TableUpdate>,
@@ -786,16 +783,17 @@ async fn commit_rest(
     // The client's request timeout bounds the commit. Whatever happens to it after it was
     // sent (no answer, a reset, a server error), it may or may not have been applied: the
     // caller reloads the table and looks for its commit id before trying again.
-    let mut request = http.post(url).json(&body);
-    for (k, v) in headers {
-        request = request.header(k, v);
-    }
     let unknown = |e: reqwest::Error| {
         let err = endpoint.transport(&what, &e, endpoint.request_timeout);
         let message = format!("{}; the commit's state is unknown", err.message());
         err.with_message(message)
     };
-    let response = request.send().await.map_err(unknown)?;
+    let response = requests
+        .send(http, endpoint.request_timeout, || {
+            http.post(url.clone()).json(&body)
+        })
+        .await?
+        .map_err(unknown)?;
     let status = response.status().as_u16();
     let text = response.text().await.map_err(unknown)?;
     match status {

@@ -31,6 +31,7 @@ pub mod maintenance;
 pub mod manifest;
 pub mod options;
 pub mod partition;
+mod rest_auth;
 pub mod schema;
 pub mod sink;
 pub mod staged;

@@ -12,7 +12,9 @@
 //! - [`FaultyEndpoint::http_status`] answers every HTTP request with one status;
 //! - [`FaultyEndpoint::switchable`] stands in front of a real server and passes everything
 //!   until told to fail: then it cuts the connections it carries and answers every request
-//!   with one status, until told to pass again (a store failing mid-write).
+//!   with one status, until told to pass again (a store failing mid-write);
+//! - [`FaultyEndpoint::recording`] stands in front of a real server, passes everything and
+//!   keeps what the client sent, for a test to look at the requests (their headers).
 //!
 //! Each listens on an ephemeral 127.0.0.1 port and stops, closing every connection it
 //! holds, when dropped. (Bigtable's [`crate::bigtable::FaultProxy`] breaks connections on
@@ -36,7 +38,11 @@ enum Fault {
     SilentOn { upstream: String, needle: Vec<u8> },
     HttpStatus(u16),
     Switchable { upstream: String, switch: Arc<Switch> },
+    Recording { upstream: String, log: Recorded },
 }
+
+/// The bytes clients sent through a [`FaultyEndpoint::recording`].
+type Recorded = Arc<std::sync::Mutex<Vec<u8>>>;
 
 /// The state of a [`FaultyEndpoint::switchable`]: the status it answers (0 while it
 /// passes), and a signal to the connections it carries to stop.
@@ -52,6 +58,7 @@ pub struct FaultyEndpoint {
     connections: Arc<AtomicUsize>,
     accept: JoinHandle<()>,
     switch: Option<Arc<Switch>>,
+    log: Option<Recorded>,
 }
 
 impl FaultyEndpoint {
@@ -112,6 +119,25 @@ impl FaultyEndpoint {
         endpoint
     }
 
+    /// Forwards to `upstream` (`host:port`), keeping every byte clients send.
+    pub async fn recording(upstream: &str) -> FaultyEndpoint {
+        let log = Recorded::default();
+        let mut endpoint = FaultyEndpoint::start(Fault::Recording {
+            upstream: upstream.to_string(),
+            log: log.clone(),
+        })
+        .await;
+        endpoint.log = Some(log);
+        endpoint
+    }
+
+    /// What clients sent through a recording endpoint so far (requests, headers and
+    /// bodies), as text.
+    pub fn recorded(&self) -> String {
+        let log = self.log.as_ref().expect("a recording endpoint");
+        String::from_utf8_lossy(&log.lock().expect("the recording")).into_owned()
+    }
+
     /// A switchable endpoint from now on cuts the connections it carries and answers every
     /// request with `status`.
     pub fn fail_with(&self, status: u16) {
@@ -146,6 +172,7 @@ impl FaultyEndpoint {
             connections,
             accept,
             switch: None,
+            log: None,
         }
     }
 
@@ -210,6 +237,13 @@ async fn serve(mut client: TcpStream, fault: Fault) {
                 ..Faults::default()
             },
         ),
+        Fault::Recording { upstream, log } => (
+            upstream,
+            Faults {
+                record: Some(log),
+                ..Faults::default()
+            },
+        ),
     };
     if let Ok(server) = TcpStream::connect(&upstream).await {
         forward(client, server, faults).await;
@@ -233,6 +267,8 @@ struct Faults {
     stall_on: Option<Vec<u8>>,
     /// Closes the connection when this changes.
     cut_on: Option<tokio::sync::watch::Receiver<u64>>,
+    /// Keeps what the client sends.
+    record: Option<Recorded>,
 }
 
 async fn answer_status(mut client: TcpStream, status: u16) {
@@ -262,6 +298,7 @@ async fn forward(client: TcpStream, server: TcpStream, faults: Faults) {
         cut_after,
         stall_on,
         cut_on,
+        record,
     } = faults;
     let _ = server.set_nodelay(true);
     let (mut client_read, mut client_write) = client.into_split();
@@ -280,6 +317,9 @@ async fn forward(client: TcpStream, server: TcpStream, faults: Faults) {
                 return Ok(true);
             }
             asked.store(true, Ordering::SeqCst);
+            if let Some(log) = &record {
+                log.lock().expect("the recording").extend_from_slice(&buf[..n]);
+            }
             server_write.write_all(&buf[..n]).await?;
         }
     };

@@ -7,5 +7,6 @@ mod common;
 mod compact;
 mod evolution_property;
 mod object_store;
+mod rest_auth;
 mod rest_deadlines;
 mod sink;
