@@ -100,9 +100,11 @@ else
   timeout 1200 mvn -q -B -Dstyle.color=never -f "$JAVADIR/pom.xml" -Doutflow.buildDir="$BUILD" \
       package -DskipTests </dev/null >&2 \
     || die "maven build of $JAVADIR failed"
-  [[ -f "$BUILD/reader.jar" ]] || die "maven did not produce $BUILD/reader.jar"
-  cp "$BUILD/reader.jar" "$JAR.tmp"
-  mv -f "$JAR.tmp" "$JAR"
+  [[ -f "$BUILD/reader.jar" && -d "$BUILD/lib" ]] || die "maven did not produce $BUILD/reader.jar and $BUILD/lib"
+  # The jar's manifest names its dependencies as lib/NAME.jar, beside it.
+  rm -rf "$JARDIR/lib" "$JAR"
+  mv "$BUILD/lib" "$JARDIR/lib"
+  mv "$BUILD/reader.jar" "$JAR"
   rm -rf "$BUILD"
   # Smoke check: the jar starts and prints its usage (exit code 2).
   rc=0; java -jar "$JAR" >/dev/null 2>&1 || rc=$?

@@ -61,9 +61,14 @@ impl BigQueryEnv {
     }
 
     /// Creates `dataset` with Google's Python client (tables need one; sinks create tables
-    /// only).
+    /// only). The client deletes it, tables and all, when the test binary ends.
     pub fn create_dataset(&self, dataset: &str) {
         self.call(&["create-dataset", "--project", &self.project, "--dataset", dataset]);
+    }
+
+    /// Deletes `dataset` and its tables (nothing when it is gone already).
+    pub fn delete_dataset(&self, dataset: &str) {
+        self.call(&["delete-dataset", "--project", &self.project, "--dataset", dataset]);
     }
 
     /// A new dataset with a unique name starting with `prefix`, created as
