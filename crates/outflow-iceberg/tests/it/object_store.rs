@@ -52,11 +52,7 @@ async fn the_sink_writes_a_table_into_an_s3_warehouse_pyiceberg_reads() {
     };
     let read = readers.read_both(table);
     assert_eq!(read["row_count"], 150);
-    let mut ids: Vec<i64> = read_rows(&read)
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
+    let ids = sorted_ids(&read);
     assert_eq!(ids, (0..150).collect::<Vec<_>>());
 
     // A wrong secret: the write fails, names no secret, and commits nothing.
@@ -161,19 +157,10 @@ async fn add_files_registers_objects_by_prefix_glob_and_url() {
     };
     let read = readers.read_both("lake.landed");
     assert_eq!(read["row_count"], 130);
-    let mut ids: Vec<i64> = read_rows(&read)
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
+    let ids = sorted_ids(&read);
     assert_eq!(ids, (0..130).collect::<Vec<_>>());
     let files = readers.pyiceberg_files("lake.landed");
-    let paths: Vec<&str> = files["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths = file_paths(&files);
     let expected: Vec<String> = [
         "more/d.parquet",
         "more/e.parquet",
@@ -310,20 +297,11 @@ async fn a_store_failing_mid_write_commits_nothing_and_names_what_it_leaves() {
     .unwrap();
     let read = readers.read_both(table);
     assert_eq!(read["row_count"], rows);
-    let mut ids: Vec<i64> = read_rows(&read)
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
+    let mut ids = sorted_ids(&read);
     ids.dedup();
     assert_eq!(ids.len() as i64, rows);
     let referenced = readers.pyiceberg_files(table);
-    let referenced: Vec<&str> = referenced["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let referenced = file_paths(&referenced);
     assert!(
         referenced.iter().all(|p| !left.iter().any(|l| l == p)),
         "the rerun reused a file left behind"
@@ -489,19 +467,10 @@ async fn a_table_in_gcs_is_written_added_to_and_cleaned_and_both_readers_read_it
     assert_eq!((result.files_added, result.records_added), (3, 55), "{result:?}");
     assert!(result.errors.is_empty(), "{result:?}");
     let read = readers.read_both(table);
-    let mut ids: Vec<i64> = read_rows(&read)
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
+    let ids = sorted_ids(&read);
     assert_eq!(ids, (0..155).collect::<Vec<_>>());
     let files = readers.pyiceberg_files(table);
-    let paths: Vec<&str> = files["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths = file_paths(&files);
     assert!(
         paths.contains(&format!("{landing}/c.parquet").as_str()),
         "{paths:?}"
