@@ -255,6 +255,26 @@ pub fn rows(read: &Value) -> &Vec<Value> {
     read["rows"].as_array().expect("rows is an array")
 }
 
+/// The `id` column of a canonical read, sorted.
+pub fn sorted_ids(read: &Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = rows(read)
+        .iter()
+        .map(|r| r["id"].as_i64().expect("id is an integer"))
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// The data file paths of a reader's `files` listing (`{"files": [{path, ...}]}`).
+pub fn file_paths(files: &Value) -> Vec<&str> {
+    files["files"]
+        .as_array()
+        .expect("files is an array")
+        .iter()
+        .map(|f| f["path"].as_str().expect("path is a string"))
+        .collect()
+}
+
 /// The current schema's fields of a canonical read.
 pub fn fields(read: &Value) -> &Vec<Value> {
     read["schema"]["fields"]

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use outflow_store::{ObjectStore, ObjectUrl, StorageSettings};
-use outflow_testkit::iceberg::{GcsStore, Reader, S3Store, TestCatalog};
+use outflow_testkit::iceberg::{GcsStore, Reader, S3Store, TestCatalog, sorted_ids};
 use serde_json::Value;
 
 use crate::outflow;
@@ -53,15 +53,6 @@ fn run(s3: &S3Store, job: &Path, secret: &str) -> assert_cmd::assert::Assert {
         .args(["run", "--json", "--quiet"])
         .arg(job)
         .assert()
-}
-
-fn ids(read: &Value) -> Vec<i64> {
-    let mut ids: Vec<i64> = outflow_testkit::iceberg::rows(read)
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
 }
 
 fn parquet(ids: std::ops::Range<i64>) -> Vec<u8> {
@@ -148,7 +139,7 @@ fn jobs_read_csv_ndjson_and_parquet_sources_from_s3() {
             "{name}: {report}"
         );
         let read = catalog.read_both(table);
-        assert_eq!(ids(&read), expected, "{name}");
+        assert_eq!(sorted_ids(&read), expected, "{name}");
         let shown = format!("{report}{}", String::from_utf8_lossy(&out.get_output().stderr));
         assert!(!shown.contains(&secret), "{shown}");
     }
@@ -274,7 +265,7 @@ fn add_files_takes_an_s3_prefix_with_keys_from_the_aws_environment() {
         properties: s3.properties(),
     };
     let read = readers.read_both("db.landed");
-    assert_eq!(ids(&read), (0..30).collect::<Vec<_>>());
+    assert_eq!(sorted_ids(&read), (0..30).collect::<Vec<_>>());
 
     let refused = add(&[
         "--catalog-property=s3.secret-access-key=typed-in-the-shell",
@@ -351,6 +342,6 @@ fn jobs_read_sources_from_gcs_into_a_gcs_warehouse() {
             expected.len() as u64,
             "{name}: {report}"
         );
-        assert_eq!(ids(&catalog.read_both(table)), expected, "{name}");
+        assert_eq!(sorted_ids(&catalog.read_both(table)), expected, "{name}");
     }
 }

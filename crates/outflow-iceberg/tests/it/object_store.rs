@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::common::*;
 use outflow_iceberg::schema::parse_table_ident;
 use outflow_iceberg::{CatalogConfig, IcebergCatalog, TableCreateOptions};
-use outflow_testkit::iceberg::{GcsStore, Reader, S3Store, TestCatalog};
+use outflow_testkit::iceberg::{GcsStore, Reader, S3Store, TestCatalog, file_paths, sorted_ids};
 use outflow_testkit::unique_name;
 
 fn catalog_in(dir: &std::path::Path, warehouse: &str, properties: BTreeMap<String, String>) -> CatalogConfig {
@@ -17,6 +17,27 @@ fn catalog_in(dir: &std::path::Path, warehouse: &str, properties: BTreeMap<Strin
         name: "outflow".into(),
         properties,
     }
+}
+
+/// The independent readers of the catalog [`catalog_in`] makes.
+fn readers_in(dir: &std::path::Path, warehouse: &str, properties: BTreeMap<String, String>) -> TestCatalog {
+    TestCatalog::SqlInStore {
+        name: "outflow".into(),
+        db: dir.join("catalog.db"),
+        warehouse: warehouse.to_string(),
+        properties,
+    }
+}
+
+/// Where `table`'s files live, as its metadata says.
+async fn table_location(catalog: &IcebergCatalog, table: &str) -> String {
+    catalog
+        .require_table(&parse_table_ident(table).unwrap())
+        .await
+        .unwrap()
+        .metadata()
+        .location()
+        .to_string()
 }
 
 #[tokio::test]
@@ -44,12 +65,7 @@ async fn the_sink_writes_a_table_into_an_s3_warehouse_pyiceberg_reads() {
     assert!(loaded.metadata().location().starts_with(&warehouse));
     assert!(!dir.path().join("warehouse").exists());
 
-    let readers = TestCatalog::SqlInStore {
-        name: "outflow".into(),
-        db: dir.path().join("catalog.db"),
-        warehouse: warehouse.clone(),
-        properties: s3.properties(),
-    };
+    let readers = readers_in(dir.path(), &warehouse, s3.properties());
     let read = readers.read_both(table);
     assert_eq!(read["row_count"], 150);
     let ids = sorted_ids(&read);
@@ -149,12 +165,7 @@ async fn add_files_registers_objects_by_prefix_glob_and_url() {
         result.errors[1]
     );
 
-    let readers = TestCatalog::SqlInStore {
-        name: "outflow".into(),
-        db: dir.path().join("catalog.db"),
-        warehouse,
-        properties: s3.properties(),
-    };
+    let readers = readers_in(dir.path(), &warehouse, s3.properties());
     let read = readers.read_both("lake.landed");
     assert_eq!(read["row_count"], 130);
     let ids = sorted_ids(&read);
@@ -275,12 +286,7 @@ async fn a_store_failing_mid_write_commits_nothing_and_names_what_it_leaves() {
             "{url} is left in the store but not named: {aborted:?}"
         );
     }
-    let readers = TestCatalog::SqlInStore {
-        name: "outflow".into(),
-        db: dir.path().join("catalog.db"),
-        warehouse: warehouse.clone(),
-        properties: s3.properties(),
-    };
+    let readers = readers_in(dir.path(), &warehouse, s3.properties());
     let committed = readers.try_read(Reader::PyIceberg, table);
     assert!(
         committed.as_ref().is_none_or(|r| r["row_count"] == 0),
@@ -328,13 +334,7 @@ async fn remove_orphans_lists_and_deletes_unreferenced_objects_of_a_table_in_s3(
             .unwrap();
     }
     let catalog = IcebergCatalog::connect(&config).await.unwrap();
-    let location = catalog
-        .require_table(&parse_table_ident(table).unwrap())
-        .await
-        .unwrap()
-        .metadata()
-        .location()
-        .to_string();
+    let location = table_location(&catalog, table).await;
     let settings: StorageSettings = s3.properties().into_iter().collect();
     let root = ObjectUrl::parse(&location, "test").unwrap();
     let store = ObjectStore::open(&root, &settings, "test").unwrap();
@@ -386,12 +386,7 @@ async fn remove_orphans_lists_and_deletes_unreferenced_objects_of_a_table_in_s3(
         .collect();
     assert_eq!(after.len(), before - 2);
     assert!(expected.iter().all(|o| !after.contains(o)));
-    let readers = TestCatalog::SqlInStore {
-        name: "outflow".into(),
-        db: dir.path().join("catalog.db"),
-        warehouse,
-        properties: s3.properties(),
-    };
+    let readers = readers_in(dir.path(), &warehouse, s3.properties());
     assert_eq!(readers.read_both(table)["row_count"], 80);
 }
 
@@ -425,12 +420,7 @@ async fn a_table_in_gcs_is_written_added_to_and_cleaned_and_both_readers_read_it
     )
     .await
     .unwrap();
-    let readers = TestCatalog::SqlInStore {
-        name: "outflow".into(),
-        db: dir.path().join("catalog.db"),
-        warehouse: warehouse.clone(),
-        properties: gcs.properties(),
-    };
+    let readers = readers_in(dir.path(), &warehouse, gcs.properties());
     assert_eq!(readers.read_both(table)["row_count"], 100);
 
     let settings: StorageSettings = gcs.properties().into_iter().collect();
@@ -489,13 +479,7 @@ async fn a_table_in_gcs_is_written_added_to_and_cleaned_and_both_readers_read_it
 
     // An object a killed writer left in the table's data directory is an orphan.
     let catalog = IcebergCatalog::connect(&config).await.unwrap();
-    let location = catalog
-        .require_table(&parse_table_ident(table).unwrap())
-        .await
-        .unwrap()
-        .metadata()
-        .location()
-        .to_string();
+    let location = table_location(&catalog, table).await;
     let table_root = ObjectUrl::parse(&location, "test").unwrap();
     let orphan = table_root.with_key(format!("{}/data/left-behind.parquet", table_root.key()));
     gcs.upload(orphan.key(), b"orphan");

@@ -61,26 +61,6 @@ pub fn read_rows(read: &Value) -> Vec<Value> {
     sorted(outflow_testkit::iceberg::rows(read).clone())
 }
 
-/// The `id` column of a canonical read, sorted.
-pub fn sorted_ids(read: &Value) -> Vec<i64> {
-    let mut ids: Vec<i64> = outflow_testkit::iceberg::rows(read)
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
-}
-
-/// The data file paths of a reader's `files` listing (`{"files": [{path, ...}]}`).
-pub fn file_paths(files: &Value) -> Vec<&str> {
-    files["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect()
-}
-
 /// `name -> (type, required)` of the top-level fields of a canonical read.
 pub fn field_types(read: &Value) -> Vec<(String, Value, bool)> {
     outflow_testkit::iceberg::fields(read)
