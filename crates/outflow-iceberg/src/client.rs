@@ -44,6 +44,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use crate::options::CatalogConfig;
 use crate::rest_auth::{RestAuth, RestRequests};
 use crate::schema::table_name;
+use crate::vended::{self, DELEGATION_HEADER, S3Credentials, VENDED_CREDENTIALS};
 
 /// A `file://` URL for a path or URL, made absolute.
 fn file_url(location: &str) -> Result<String> {
@@ -267,6 +268,9 @@ pub struct IcebergCatalog {
     /// The storage settings among the catalog's properties, for objects read outside a
     /// table's FileIO (AddFiles' inputs).
     storage: outflow_store::StorageSettings,
+    /// For a REST catalog that vends storage credentials: how long before they expire its
+    /// tables' credentials are renewed ([`crate::vended`]).
+    vending: Option<Duration>,
     // Keeps a temporary warehouse of a memory catalog alive as long as the catalog.
     _scratch: Option<Arc<TempDir>>,
 }
@@ -373,6 +377,7 @@ impl IcebergCatalog {
             rest: None,
             retry: RetryPolicy::none(),
             storage: outflow_store::StorageSettings::from_properties(properties),
+            vending: None,
             _scratch: scratch,
         })
     }
@@ -385,9 +390,12 @@ impl IcebergCatalog {
         retry: &RetryPolicy,
     ) -> Result<IcebergCatalog> {
         let endpoint = Arc::new(RestEndpoint::new(uri, properties)?);
+        let (properties, vending) = &with_delegation(properties)?;
         let mut props: HashMap<String, String> = properties
             .iter()
-            .filter(|(k, _)| ![REST_CONNECT_TIMEOUT, REST_REQUEST_TIMEOUT].contains(&k.as_str()))
+            .filter(|(k, _)| {
+                ![REST_CONNECT_TIMEOUT, REST_REQUEST_TIMEOUT, vended::REFRESH_BEFORE].contains(&k.as_str())
+            })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         props.insert("uri".into(), uri.to_string());
@@ -439,6 +447,7 @@ impl IcebergCatalog {
             rest: Some(endpoint),
             retry: retry.clone(),
             storage: outflow_store::StorageSettings::from_properties(properties),
+            vending: *vending,
             _scratch: None,
         })
     }
@@ -511,21 +520,75 @@ impl IcebergCatalog {
     /// Loads a table; `None` when it does not exist.
     pub async fn load_table(&self, ident: &TableIdent) -> Result<Option<Table>> {
         let what = format!("loading table {}", table_name(ident));
-        self.read(&what, || async move {
-            match self.inner.load_table(ident).await {
-                Ok(table) => Ok(Some(table)),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        iceberg::ErrorKind::TableNotFound | iceberg::ErrorKind::NamespaceNotFound
-                    ) =>
-                {
-                    Ok(None)
+        let table = self
+            .read(&what, || async move {
+                match self.inner.load_table(ident).await {
+                    Ok(table) => Ok(Some(table)),
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            iceberg::ErrorKind::TableNotFound | iceberg::ErrorKind::NamespaceNotFound
+                        ) =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
                 }
-                Err(e) => Err(e),
+            })
+            .await?;
+        table.map(|t| self.renewing_credentials(t)).transpose()
+    }
+
+    /// `table` as loaded, or with storage credentials renewed before they expire when the
+    /// catalog vended them.
+    fn renewing_credentials(&self, table: Table) -> Result<Table> {
+        match self.vending {
+            Some(refresh_before) => vended::renewing(self, table, refresh_before),
+            None => Ok(table),
+        }
+    }
+
+    /// Asks the REST catalog for `table` again, for fresh vended storage credentials.
+    pub(crate) async fn vended_credentials(&self, table: &Table) -> Result<S3Credentials> {
+        let (
+            CommitPath::Rest {
+                http,
+                tables_url,
+                requests,
+            },
+            Some(endpoint),
+        ) = (self.commits.as_ref(), &self.rest)
+        else {
+            return Err(Error::internal("only REST catalogs vend credentials"));
+        };
+        let name = table_name(table.identifier());
+        let what = format!("renewing the storage credentials of {name}");
+        let url = table_url(tables_url, table.identifier());
+        let limit = endpoint.request_timeout;
+        let response = requests
+            .send(http, limit, || {
+                http.get(url.clone())
+                    .header(DELEGATION_HEADER, VENDED_CREDENTIALS)
+            })
+            .await?
+            .map_err(|e| endpoint.transport(&what, &e, limit))?;
+        let status = response.status().as_u16();
+        let answer: serde_json::Value = match status {
+            200..=299 => response
+                .json()
+                .await
+                .map_err(|e| endpoint.transport(&what, &e, limit))?,
+            _ => {
+                let text = response.text().await.unwrap_or_default();
+                return Err(endpoint.status(&what, status, &text, ErrorKind::InvalidInput));
             }
+        };
+        vended::vended_for(&answer, table.metadata().location()).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("{what}: the catalog at {} vended none this time", endpoint.uri),
+            )
         })
-        .await
     }
 
     /// Loads a table that must exist.
@@ -599,7 +662,7 @@ impl IcebergCatalog {
             .change(&creating, self.inner.create_table(namespace, creation))
             .await
         {
-            Ok(table) => Ok((table, true)),
+            Ok(table) => Ok((self.renewing_credentials(table)?, true)),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok((self.require_table(ident).await?, false)),
             // As for namespaces: a lost race may surface as a constraint violation, and a
             // REST call whose answer was lost may have created it.
@@ -755,6 +818,56 @@ async fn rest_prefix(
     Ok(pick("overrides").or_else(|| pick("defaults")))
 }
 
+/// The URL of a table of a REST catalog: `{tables_url}/namespaces/{ns}/tables/{name}`.
+fn table_url(tables_url: &url::Url, ident: &TableIdent) -> url::Url {
+    let mut url = tables_url.clone();
+    url.path_segments_mut()
+        .expect("checked at connect")
+        .push("namespaces")
+        .push(&ident.namespace().join("\u{1f}"))
+        .push("tables")
+        .push(ident.name());
+    url
+}
+
+/// The properties of a REST catalog with the header asking for vended storage credentials
+/// (as Java's and PyIceberg's clients send it), unless the properties give S3 keys or a
+/// header of their own; and, when the header asks for them, how long before they expire
+/// they are renewed.
+fn with_delegation(
+    properties: &BTreeMap<String, String>,
+) -> Result<(BTreeMap<String, String>, Option<Duration>)> {
+    let mut properties = properties.clone();
+    let given = properties
+        .iter()
+        .find(|(k, _)| {
+            k.strip_prefix("header.")
+                .is_some_and(|h| h.eq_ignore_ascii_case(DELEGATION_HEADER))
+        })
+        .map(|(_, v)| v.clone());
+    let delegation = match given {
+        Some(value) => value,
+        None if properties.contains_key("s3.access-key-id") => String::new(),
+        None => {
+            properties.insert(
+                format!("header.{DELEGATION_HEADER}"),
+                VENDED_CREDENTIALS.to_string(),
+            );
+            VENDED_CREDENTIALS.to_string()
+        }
+    };
+    if !delegation.split(',').any(|v| v.trim() == VENDED_CREDENTIALS) {
+        return Ok((properties, None));
+    }
+    let refresh_before = match properties.get(vended::REFRESH_BEFORE) {
+        None => vended::DEFAULT_REFRESH_BEFORE,
+        Some(text) => outflow_core::duration::parse(text).map_err(|e| {
+            Error::invalid_config(&format!("catalog.properties.{}", vended::REFRESH_BEFORE), e)
+        })?,
+    };
+    Ok((properties, Some(refresh_before)))
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn commit_rest(
     http: &reqwest::Client,
@@ -767,13 +880,7 @@ async fn commit_rest(
     name: &str,
 ) -> Result<()> {
     let ident = table.identifier();
-    let mut url = tables_url.clone();
-    url.path_segments_mut()
-        .expect("checked at connect")
-        .push("namespaces")
-        .push(&ident.namespace().join("\u{1f}"))
-        .push("tables")
-        .push(ident.name());
+    let url = table_url(tables_url, ident);
     let body = CommitTableRequest {
         identifier: Some(ident.clone()),
         requirements,

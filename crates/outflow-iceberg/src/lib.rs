@@ -35,6 +35,7 @@ mod rest_auth;
 pub mod schema;
 pub mod sink;
 pub mod staged;
+mod vended;
 pub mod writer;
 
 pub use add_files::{AddFiles, AddFilesOptions, AddFilesResult};

@@ -55,12 +55,14 @@ pub enum TestCatalog {
         /// The store's FileIO properties (endpoint, keys, region).
         properties: std::collections::BTreeMap<String, String>,
     },
-    /// The REST catalog server `scripts/servers/iceberg-rest.sh` started.
+    /// A REST catalog: the server `scripts/servers/iceberg-rest.sh` started, or SeaweedFS's.
     Rest {
         /// The catalog name.
         name: String,
         /// The server's URI.
         uri: String,
+        /// Catalog properties for the readers (credentials, headers, storage settings).
+        properties: std::collections::BTreeMap<String, String>,
     },
 }
 
@@ -81,6 +83,7 @@ impl TestCatalog {
         TestCatalog::Rest {
             name: "rest".into(),
             uri: require_env("OUTFLOW_ICEBERG_REST_URI"),
+            properties: Default::default(),
         }
     }
 
@@ -101,14 +104,24 @@ impl TestCatalog {
                 }
                 args
             }
-            TestCatalog::Rest { name, uri } => vec![
-                "--catalog-type".into(),
-                "rest".into(),
-                "--catalog-name".into(),
-                name.clone(),
-                "--uri".into(),
-                uri.clone(),
-            ],
+            TestCatalog::Rest {
+                name,
+                uri,
+                properties,
+            } => {
+                let mut args = vec![
+                    "--catalog-type".into(),
+                    "rest".into(),
+                    "--catalog-name".into(),
+                    name.clone(),
+                    "--uri".into(),
+                    uri.clone(),
+                ];
+                for (key, value) in properties {
+                    args.extend(["--catalog-property".to_string(), format!("{key}={value}")]);
+                }
+                args
+            }
         }
     }
 
@@ -391,4 +404,131 @@ impl S3Store {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
     }
+}
+
+/// A SeaweedFS of one test's own: the `weed` the test script installed (`OUTFLOW_WEED`),
+/// with the shared store's keys, on ports and data of its own, so that the test can kill it
+/// by its PID and start it again while the shared store serves the other tests.
+pub struct OwnSeaweed {
+    store: S3Store,
+    dir: tempfile::TempDir,
+    base: u16,
+    child: Option<std::process::Child>,
+}
+
+impl OwnSeaweed {
+    /// Starts one and returns once its S3 answers a signed listing of its bucket.
+    pub fn start() -> OwnSeaweed {
+        let shared = S3Store::from_env();
+        let base = free_port_block();
+        let mut own = OwnSeaweed {
+            store: S3Store {
+                endpoint: format!("http://127.0.0.1:{base}"),
+                ..shared
+            },
+            dir: tempfile::tempdir().expect("a data directory"),
+            base,
+            child: None,
+        };
+        own.start_again();
+        own
+    }
+
+    /// The store, as [`S3Store::from_env`] describes the shared one.
+    pub fn store(&self) -> &S3Store {
+        &self.store
+    }
+
+    /// Kills the server with SIGKILL, by its PID, and waits for it to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill weed");
+            child.wait().expect("wait for weed");
+        }
+    }
+
+    /// Starts the server (again) on the same ports and data; returns once S3 answers.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "weed is running already");
+        let port = |offset: u16| (self.base + offset).to_string();
+        let log = std::fs::File::create(self.dir.path().join("weed.log")).expect("weed.log");
+        let child = Command::new(require_env("OUTFLOW_WEED"))
+            .args([
+                "mini",
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                "-master.telemetry=false",
+            ])
+            .args([
+                "-admin.ui=false",
+                "-webdav=false",
+                "-s3.port.iceberg=0",
+                "-s3.port.lance=0",
+            ])
+            .arg(format!("-bucket={}", self.store.bucket))
+            .arg(format!("-dir={}", self.dir.path().join("data").display()))
+            .arg(format!("-s3.port={}", port(0)))
+            .arg(format!("-master.port={}", port(1)))
+            .arg(format!("-filer.port={}", port(2)))
+            .arg(format!("-volume.port={}", port(3)))
+            .env("AWS_ACCESS_KEY_ID", &self.store.access_key_id)
+            .env("AWS_SECRET_ACCESS_KEY", &self.store.secret_access_key)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("weed.log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn weed");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !self.answers() {
+            let exited = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if exited.is_some() || std::time::Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.path().join("weed.log")).unwrap_or_default();
+                panic!(
+                    "weed did not answer on {} ({exited:?}): {log}",
+                    self.store.endpoint
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// Whether S3 answers a signed listing of the bucket (curl signs with SigV4).
+    fn answers(&self) -> bool {
+        Command::new("curl")
+            .args(["-sf", "--max-time", "2", "--aws-sigv4"])
+            .arg(format!("aws:amz:{}:s3", self.store.region))
+            .arg("--user")
+            .arg(format!(
+                "{}:{}",
+                self.store.access_key_id, self.store.secret_access_key
+            ))
+            .arg(format!(
+                "{}/{}?list-type=2",
+                self.store.endpoint, self.store.bucket
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for OwnSeaweed {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port P with P..P+4 free, and their gRPC ports P+10000.. too (SeaweedFS's components
+/// each listen on a port and on that port + 10000).
+fn free_port_block() -> u16 {
+    let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+    for _ in 0..200 {
+        let base = 20_000 + rand::random::<u16>() % 9_000;
+        if (0..4).all(|i| free(base + i) && free(base + 10_000 + i)) {
+            return base;
+        }
+    }
+    panic!("no block of free ports for SeaweedFS");
 }

@@ -24,21 +24,12 @@ use outflow_iceberg::add_files::{
     AddFiles, AddFilesOptions, AddFilesOptionsBuilder, AddFilesResult, BatchWindow, FileErrorKind, SkipReason,
 };
 use outflow_iceberg::schema::parse_table_ident;
-use outflow_iceberg::{CatalogConfig, IcebergCatalog, TableCreateOptions};
+use outflow_iceberg::{CatalogConfig, IcebergCatalog};
 use outflow_testkit::iceberg::TestCatalog;
 use outflow_testkit::unique_name;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde_json::{Value, json};
-
-/// Table options partitioning a created table by `fields`.
-fn partitioned(fields: &[&str]) -> TableCreateOptions {
-    fields
-        .iter()
-        .fold(TableCreateOptions::builder(), |b, f| b.partition_field(*f))
-        .build()
-        .unwrap()
-}
 
 /// A catalog in a temporary directory and a place for the files to register.
 struct Lake {

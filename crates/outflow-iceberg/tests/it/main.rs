@@ -10,3 +10,4 @@ mod object_store;
 mod rest_auth;
 mod rest_deadlines;
 mod sink;
+mod vended_credentials;

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::common::*;
 use outflow_iceberg::schema::parse_table_ident;
-use outflow_iceberg::{CatalogConfig, IcebergCatalog, TableCreateOptions};
-use outflow_testkit::iceberg::{GcsStore, Reader, S3Store, TestCatalog, file_paths, sorted_ids};
+use outflow_iceberg::{CatalogConfig, IcebergCatalog};
+use outflow_testkit::iceberg::{GcsStore, OwnSeaweed, Reader, S3Store, TestCatalog, file_paths, sorted_ids};
 use outflow_testkit::unique_name;
 
 fn catalog_in(dir: &std::path::Path, warehouse: &str, properties: BTreeMap<String, String>) -> CatalogConfig {
@@ -212,24 +212,82 @@ async fn add_files_registers_objects_by_prefix_glob_and_url() {
     );
 }
 
-/// The store answering 503 in the middle of a write (a proxy in front of it cuts its
-/// connections and answers every request with 503): after its retries the write fails,
-/// nothing is committed, and every data file already in the store was deleted or is named
-/// by the abort, so nothing is silently orphaned; once the store answers again, a rerun
-/// writes every row exactly once, in files the table alone references.
-#[tokio::test]
+/// How the store fails in [`store_failing_mid_write`].
+enum StoreFailure {
+    /// A proxy in front of the shared store cuts its connections and answers every request
+    /// with 503, then passes them again.
+    Unavailable(outflow_testkit::faults::FaultyEndpoint),
+    /// A store of the test's own is killed by its PID, then started again on its data.
+    Killed(OwnSeaweed),
+}
+
+impl StoreFailure {
+    async fn unavailable() -> StoreFailure {
+        let s3 = S3Store::from_env();
+        let proxy =
+            outflow_testkit::faults::FaultyEndpoint::switchable(s3.endpoint.trim_start_matches("http://"))
+                .await;
+        StoreFailure::Unavailable(proxy)
+    }
+
+    /// The store itself, past any proxy.
+    fn store(&self) -> S3Store {
+        match self {
+            StoreFailure::Unavailable(_) => S3Store::from_env(),
+            StoreFailure::Killed(own) => own.store().clone(),
+        }
+    }
+
+    /// The endpoint the sink writes to.
+    fn endpoint(&self) -> String {
+        match self {
+            StoreFailure::Unavailable(proxy) => proxy.url(),
+            StoreFailure::Killed(own) => own.store().endpoint.clone(),
+        }
+    }
+
+    fn fail(&mut self) {
+        match self {
+            StoreFailure::Unavailable(proxy) => proxy.fail_with(503),
+            StoreFailure::Killed(own) => own.kill(),
+        }
+    }
+
+    fn recover(&mut self) {
+        match self {
+            StoreFailure::Unavailable(proxy) => proxy.pass(),
+            StoreFailure::Killed(own) => own.start_again(),
+        }
+    }
+}
+
+/// The store failing in the middle of a write, two ways at once (each mostly waits out the
+/// storage's retries): answering 503, and killed by its PID then started again. After its
+/// retries the write fails, nothing is committed, every data file already in the store was
+/// deleted or is named by the abort, and once the store answers again a rerun writes every
+/// row exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_failing_mid_write_commits_nothing_and_names_what_it_leaves() {
+    let unavailable = StoreFailure::unavailable().await;
+    let killed = StoreFailure::Killed(OwnSeaweed::start());
+    tokio::join!(
+        store_failing_mid_write(unavailable, &["503", "unexpected"]),
+        store_failing_mid_write(killed, &["connect", "refused", "unexpected"]),
+    );
+}
+
+/// Writes until a data file has reached the store, makes the store fail, and checks the
+/// failed write, its abort and a rerun (above); the write's error holds one of `expected`.
+async fn store_failing_mid_write(mut failure: StoreFailure, expected: &[&str]) {
     use outflow_core::{Sink, TwoPhaseSink};
     use outflow_store::{ObjectStore, ObjectUrl, StorageSettings};
-    use outflow_testkit::faults::FaultyEndpoint;
 
-    let s3 = S3Store::from_env();
-    let proxy = FaultyEndpoint::switchable(s3.endpoint.trim_start_matches("http://")).await;
+    let s3 = failure.store();
     let dir = tempfile::tempdir().unwrap();
     let warehouse = format!("s3://{}/{}", s3.bucket, unique_name("fault"));
-    let mut through_proxy = s3.properties();
-    through_proxy.insert("s3.endpoint".into(), proxy.url());
-    let config = catalog_in(dir.path(), &warehouse, through_proxy);
+    let mut sink_properties = s3.properties();
+    sink_properties.insert("s3.endpoint".into(), failure.endpoint());
+    let config = catalog_in(dir.path(), &warehouse, sink_properties);
     let table = "lake.faults";
     let build = || {
         options(&config, table)
@@ -237,7 +295,7 @@ async fn a_store_failing_mid_write_commits_nothing_and_names_what_it_leaves() {
             .build()
             .unwrap()
     };
-    // What is in the store, seen past the proxy.
+    // What is in the store, seen past any proxy.
     let settings: StorageSettings = s3.properties().into_iter().collect();
     let root = ObjectUrl::parse(&warehouse, "test").unwrap();
     let store = ObjectStore::open(&root, &settings, "test").unwrap();
@@ -259,21 +317,21 @@ async fn a_store_failing_mid_write_commits_nothing_and_names_what_it_leaves() {
         sink.write(events(next..next + 5_000, "eu")).await.unwrap();
         next += 5_000;
     }
-    proxy.fail_with(503);
+    failure.fail();
     let failed = async {
         sink.write(events(next..next + 5_000, "eu")).await?;
         sink.prepare_commit().await
     }
     .await;
     let Err(err) = failed else {
-        panic!("the write went through while the store answered 503");
+        panic!("the write went through while the store was failing");
     };
     let aborted = sink.abort().await;
-    proxy.pass();
+    failure.recover();
 
     let message = err.to_string();
     assert!(
-        message.contains("503") || message.to_lowercase().contains("unexpected"),
+        expected.iter().any(|e| message.to_lowercase().contains(e)),
         "{message}"
     );
     let left = data_files().await;
@@ -408,12 +466,7 @@ async fn a_table_in_gcs_is_written_added_to_and_cleaned_and_both_readers_read_it
     let table = "lake.mixed";
     write_all(
         options(&config, table)
-            .table_options(
-                TableCreateOptions::builder()
-                    .partition_field("region")
-                    .build()
-                    .unwrap(),
-            )
+            .table_options(partitioned(&["region"]))
             .build()
             .unwrap(),
         vec![events(0..100, "eu")],

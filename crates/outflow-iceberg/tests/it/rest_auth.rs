@@ -65,6 +65,7 @@ async fn client_credentials_are_exchanged_for_the_token_the_commit_carries() {
     let readers = TestCatalog::Rest {
         name: "rest".into(),
         uri: fixture,
+        properties: Default::default(),
     };
     assert_eq!(readers.read_both(&table)["row_count"], 25);
 }

@@ -64,12 +64,7 @@ async fn partitioned_tables_with_every_transform_read_back() {
     for (i, (field, transform)) in cases.into_iter().enumerate() {
         let table = format!("parts.t{i}");
         let opts = options(&fixture.config, &table)
-            .table_options(
-                TableCreateOptions::builder()
-                    .partition_field(field)
-                    .build()
-                    .unwrap(),
-            )
+            .table_options(partitioned(&[field]))
             .build()
             .unwrap();
         write_all(opts, vec![events(0..30, "eu"), events(30..40, "us")])

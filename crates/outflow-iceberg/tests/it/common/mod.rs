@@ -34,7 +34,7 @@ pub fn sql_catalog() -> SqlFixture {
 /// The REST catalog server the test script started.
 pub fn rest_catalog() -> (CatalogConfig, TestCatalog) {
     let readers = TestCatalog::rest();
-    let TestCatalog::Rest { uri, name } = &readers else {
+    let TestCatalog::Rest { uri, name, .. } = &readers else {
         unreachable!()
     };
     let config = CatalogConfig::Rest {
@@ -242,6 +242,17 @@ pub fn all_types_schema() -> Vec<(String, Value, bool)> {
         ("uid".into(), t("uuid"), false),
         ("blob".into(), t("binary"), false),
     ]
+}
+
+/// Table options partitioning a created table by `fields`.
+pub fn partitioned(fields: &[&str]) -> outflow_iceberg::TableCreateOptions {
+    fields
+        .iter()
+        .fold(outflow_iceberg::TableCreateOptions::builder(), |b, f| {
+            b.partition_field(*f)
+        })
+        .build()
+        .unwrap()
 }
 
 /// A sink's options for `table` in `catalog`, to finish with more settings.
