@@ -93,25 +93,28 @@ fn source(location: &str) -> Result<Source, FileFailure> {
     Ok(Source::Local(PathBuf::from(location)))
 }
 
-/// Reads the footers of `locations`, at most `concurrency` at a time, giving one result
-/// per location in the same order. `objects` reads object URLs (`s3://`), `io` other
-/// URLs; `on_done` is called after each file (for progress reports).
-pub(crate) async fn read_all(
+/// Reads the footers of `locations`, at most `concurrency` at a time, handing each result
+/// to `each` as it comes, in the order of `locations` (so the caller can keep less than
+/// every footer's facts at once). `objects` reads object URLs (`s3://`), `io` other URLs;
+/// `on_done` is called after each file (for progress reports).
+pub(crate) async fn read_each(
     locations: Vec<String>,
     objects: &Objects,
     io: &FileIO,
     concurrency: usize,
     on_done: &(dyn Fn() + Send + Sync),
-) -> Vec<Result<FileFacts, FileFailure>> {
-    futures::stream::iter(locations)
+    mut each: impl FnMut(Result<FileFacts, FileFailure>),
+) {
+    let mut results = futures::stream::iter(locations)
         .map(|location| async move {
             let result = read_facts(location, objects, io).await;
             on_done();
             result
         })
-        .buffered(concurrency.max(1))
-        .collect()
-        .await
+        .buffered(concurrency.max(1));
+    while let Some(result) = results.next().await {
+        each(result);
+    }
 }
 
 /// Reads one file's footer and what AddFiles needs from it.

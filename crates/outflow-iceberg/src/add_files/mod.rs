@@ -339,38 +339,46 @@ impl Group {
     }
 }
 
-/// Groups a window's files by what the planner weighs ([`plans_alike`]), null counts summed,
-/// so thousands of files sharing a schema are planned as one input.
-fn group_by_schema(files: &[(Input, FileFacts)]) -> Vec<Group> {
-    let mut groups: Vec<Group> = Vec::new();
-    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, (_, facts)) in files.iter().enumerate() {
-        let input = &facts.schema.input;
-        let hash = evidence_hash(input);
-        let found = by_hash
-            .get(&hash)
-            .and_then(|gs| gs.iter().copied().find(|&g| plans_alike(&groups[g].input, input)));
+/// A window's files grouped by what the planner weighs ([`plans_alike`]), null counts
+/// summed, so thousands of files sharing a schema are planned as one input.
+#[derive(Default)]
+struct Grouping {
+    groups: Vec<Group>,
+    by_hash: HashMap<u64, Vec<usize>>,
+}
+
+impl Grouping {
+    /// Puts file `i` in its group, moving its schema and null counts there: the file keeps
+    /// its leaves only, which is all its data file needs.
+    fn add(&mut self, i: usize, facts: &mut FileFacts) {
+        let input = std::mem::take(&mut facts.schema.input);
+        let hash = evidence_hash(&input);
+        let groups = &mut self.groups;
+        let found = self.by_hash.get(&hash).and_then(|gs| {
+            gs.iter()
+                .copied()
+                .find(|&g| plans_alike(&groups[g].input, &input))
+        });
         match found {
             Some(g) => {
                 let group = &mut groups[g];
                 group.members.push(i);
-                for (path, n) in &facts.schema.input.null_counts {
+                for (path, n) in &input.null_counts {
                     if let Some(sum) = group.input.null_counts.get_mut(path) {
                         *sum = sum.saturating_add(*n);
                     }
                 }
             }
             None => {
-                by_hash.entry(hash).or_default().push(groups.len());
+                self.by_hash.entry(hash).or_default().push(groups.len());
                 groups.push(Group {
-                    input: facts.schema.input.clone(),
+                    input,
                     members: vec![i],
                     uses_ids: facts.schema.uses_ids,
                 });
             }
         }
     }
-    groups
 }
 
 /// Each group's files as given, which is how reports and errors name them.
@@ -498,8 +506,8 @@ impl Run<'_> {
     /// Registers one window of files: reads their footers, plans the table's schema for the
     /// schemas they share, and commits the files that fit in one snapshot.
     async fn window(&mut self, index: usize, inputs: Vec<Input>) -> Result<()> {
-        let files = self.read_footers(inputs).await;
-        let groups = self.refuse_foreign_ids(group_by_schema(&files), &files);
+        let (files, groups) = self.read_footers(inputs).await;
+        let groups = self.refuse_foreign_ids(groups, &files);
         if groups.is_empty() {
             return Ok(());
         }
@@ -519,9 +527,9 @@ impl Run<'_> {
         self.register(index, data_files).await
     }
 
-    /// Reads the footers of the window's files, many at a time, reporting progress; a file
-    /// that cannot be read is an error for that file alone.
-    async fn read_footers(&mut self, inputs: Vec<Input>) -> Vec<(Input, FileFacts)> {
+    /// Reads the footers of the window's files, many at a time, reporting progress, and
+    /// groups them as they come; a file that cannot be read is an error for that file alone.
+    async fn read_footers(&mut self, inputs: Vec<Input>) -> (Vec<(Input, FileFacts)>, Vec<Group>) {
         let add = self.add;
         let io = self.file_io();
         let read = self.read.clone();
@@ -534,22 +542,32 @@ impl Run<'_> {
             }
         };
         let locations = inputs.iter().map(|i| i.location.clone()).collect();
-        let results = footer::read_all(
+        let mut files = Vec::new();
+        let mut grouping = Grouping::default();
+        let mut failed = Vec::new();
+        let mut inputs = inputs.into_iter();
+        footer::read_each(
             locations,
             &add.objects,
             &io,
             add.options.max_concurrent_reads,
             &on_done,
+            |result| {
+                let input = inputs.next().expect("one result per input");
+                match result {
+                    Ok(mut facts) => {
+                        grouping.add(files.len(), &mut facts);
+                        files.push((input, facts));
+                    }
+                    Err(failure) => failed.push((input.given, failure)),
+                }
+            },
         )
         .await;
-        let mut files = Vec::new();
-        for (input, result) in inputs.into_iter().zip(results) {
-            match result {
-                Ok(facts) => files.push((input, facts)),
-                Err(failure) => self.error(&input.given, failure.kind, failure.message),
-            }
+        for (given, failure) in failed {
+            self.error(&given, failure.kind, failure.message);
         }
-        files
+        (files, grouping.groups)
     }
 
     /// Turns away the groups whose field ids name other columns than the table's, each of
