@@ -564,25 +564,17 @@ impl IcebergCatalog {
         let name = table_name(table.identifier());
         let what = format!("renewing the storage credentials of {name}");
         let url = table_url(tables_url, table.identifier());
-        let limit = endpoint.request_timeout;
-        let response = requests
-            .send(http, limit, || {
-                http.get(url.clone())
-                    .header(DELEGATION_HEADER, VENDED_CREDENTIALS)
-            })
-            .await?
-            .map_err(|e| endpoint.transport(&what, &e, limit))?;
-        let status = response.status().as_u16();
-        let answer: serde_json::Value = match status {
-            200..=299 => response
-                .json()
-                .await
-                .map_err(|e| endpoint.transport(&what, &e, limit))?,
-            _ => {
-                let text = response.text().await.unwrap_or_default();
-                return Err(endpoint.status(&what, status, &text, ErrorKind::InvalidInput));
-            }
-        };
+        let answer = get_json(
+            http,
+            endpoint,
+            requests,
+            &url,
+            &[(DELEGATION_HEADER, VENDED_CREDENTIALS)],
+            &what,
+            endpoint.request_timeout,
+            ErrorKind::InvalidInput,
+        )
+        .await?;
         vended::vended_for(&answer, table.metadata().location()).ok_or_else(|| {
             Error::new(
                 ErrorKind::InvalidInput,
@@ -793,8 +785,43 @@ async fn rest_prefix(
     if let Some(w) = warehouse {
         url.query_pairs_mut().append_pair("warehouse", w);
     }
+    // A client error here means the URI, warehouse or credentials the job gives are wrong;
+    // a server error is the server's.
+    let config = get_json(
+        http,
+        endpoint,
+        requests,
+        &url,
+        &[],
+        what,
+        limit,
+        ErrorKind::InvalidConfig,
+    )
+    .await?;
+    let pick = |section: &str| config[section]["prefix"].as_str().map(str::to_string);
+    Ok(pick("overrides").or_else(|| pick("defaults")))
+}
+
+/// GETs `url` from a REST catalog with the catalog's headers and authentication and
+/// `headers`, in one attempt cut at `limit`, and reads the JSON it answers. A client error
+/// is of kind `refused`; transport and server errors are transient, each naming the endpoint.
+#[allow(clippy::too_many_arguments)]
+async fn get_json(
+    http: &reqwest::Client,
+    endpoint: &RestEndpoint,
+    requests: &RestRequests,
+    url: &url::Url,
+    headers: &[(&str, &str)],
+    what: &str,
+    limit: Duration,
+    refused: ErrorKind,
+) -> Result<serde_json::Value> {
     let response = requests
-        .send(http, limit, || http.get(url.clone()).timeout(limit))
+        .send(http, limit, || {
+            headers
+                .iter()
+                .fold(http.get(url.clone()).timeout(limit), |r, (k, v)| r.header(*k, *v))
+        })
         .await?
         .map_err(|e| endpoint.transport(what, &e, limit))?;
     let status = response.status();
@@ -803,19 +830,16 @@ async fn rest_prefix(
         .await
         .map_err(|e| endpoint.transport(what, &e, limit))?;
     if !status.is_success() {
-        // A client error here means the URI, warehouse or credentials the job gives are
-        // wrong; a server error is the server's.
         let detail = format!("GET {url}: {}", body.chars().take(300).collect::<String>());
-        return Err(endpoint.status(what, status.as_u16(), &detail, ErrorKind::InvalidConfig));
+        return Err(endpoint.status(what, status.as_u16(), &detail, refused));
     }
-    let config: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
+    serde_json::from_str(&body).map_err(|e| {
+        let uri = &endpoint.uri;
         Error::internal(format!(
             "{what}: the REST catalog at {uri} answered GET {url} with something other than JSON: {e}"
         ))
         .with_context("endpoint", uri.to_string())
-    })?;
-    let pick = |section: &str| config[section]["prefix"].as_str().map(str::to_string);
-    Ok(pick("overrides").or_else(|| pick("defaults")))
+    })
 }
 
 /// The URL of a table of a REST catalog: `{tables_url}/namespaces/{ns}/tables/{name}`.
