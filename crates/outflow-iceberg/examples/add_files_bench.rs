@@ -1,7 +1,8 @@
 //! The Outflow side of `scripts/bench/add_files.sh`.
 //!
 //! ```text
-//! add_files_bench footers LIST CONCURRENCY          read and decode every footer, nothing else
+//! add_files_bench footers LIST CONCURRENCY [RUN]    read and decode every footer, nothing else,
+//!                                                   RUN files a blocking task (default 1)
 //! add_files_bench add LIST CATALOG_DIR TABLE CONCURRENCY   AddFiles into a SQLite catalog
 //! add_files_bench s3-footers URL CONCURRENCY        list the objects under URL, then read
 //!                                                   and decode their footers (OpenDAL, bare)
@@ -158,19 +159,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "footers" => {
             let concurrency: usize = args.get(3).ok_or(usage)?.parse()?;
             let started = Instant::now();
-            let groups: Vec<usize> = futures::stream::iter(files.iter().cloned())
-                .map(|path| async move {
-                    tokio::task::spawn_blocking(move || read_footer(&path))
-                        .await
-                        .expect("the task ran")
-                        .expect("the footer reads")
+            // RUN files a task, one after another: 1 is a thread woken for each file, 8 is
+            // how AddFiles reads local files.
+            let run: usize = args.get(4).map_or(Ok(1), |r| r.parse())?;
+            let groups: Vec<usize> = futures::stream::iter(files.chunks(run.max(1)).map(<[String]>::to_vec))
+                .map(|run| async move {
+                    tokio::task::spawn_blocking(move || {
+                        run.iter()
+                            .map(|path| read_footer(path).expect("the footer reads"))
+                            .sum::<usize>()
+                    })
+                    .await
+                    .expect("the task ran")
                 })
                 .buffer_unordered(concurrency)
                 .collect()
                 .await;
             let seconds = started.elapsed().as_secs_f64();
             println!(
-                "{{\"mode\":\"footers\",\"files\":{},\"row_groups\":{},\"seconds\":{seconds:.3}}}",
+                "{{\"mode\":\"{}\",\"files\":{},\"row_groups\":{},\"seconds\":{seconds:.3}}}",
+                if run > 1 { "footers-runs" } else { "footers" },
                 files.len(),
                 groups.iter().sum::<usize>()
             );

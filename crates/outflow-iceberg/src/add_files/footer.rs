@@ -13,6 +13,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -21,7 +22,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use super::objects::Objects;
 use super::report::FileErrorKind;
-use super::schema::{FileSchema, file_schema};
+use super::schema::{FileSchema, SchemaCache, file_schema};
 
 /// Bytes read from the end of a file in the first read.
 const TAIL: u64 = 64 * 1024;
@@ -93,6 +94,10 @@ fn source(location: &str) -> Result<Source, FileFailure> {
     Ok(Source::Local(PathBuf::from(location)))
 }
 
+/// Local files one blocking task reads one after another. A task for each file cost about
+/// as much in scheduling (a thread woken for each) as the statistics of a footer.
+const LOCAL_RUN: usize = 8;
+
 /// Reads the footers of `locations`, at most `concurrency` at a time, handing each result
 /// to `each` as it comes, in the order of `locations` (so the caller can keep less than
 /// every footer's facts at once). `objects` reads object URLs (`s3://`), `io` other URLs;
@@ -105,47 +110,97 @@ pub(crate) async fn read_each(
     on_done: &(dyn Fn() + Send + Sync),
     mut each: impl FnMut(Result<FileFacts, FileFailure>),
 ) {
-    let mut results = futures::stream::iter(locations)
-        .map(|location| async move {
-            let result = read_facts(location, objects, io).await;
-            on_done();
-            result
+    let schemas = Arc::new(SchemaCache::default());
+    let mut results = futures::stream::iter(runs(locations))
+        .map(|run| {
+            let schemas = schemas.clone();
+            async move {
+                let results = match run {
+                    Run::Local(files) => read_local_run(files, schemas).await,
+                    Run::One(location) => vec![read_facts(location, objects, io, schemas).await],
+                };
+                results.iter().for_each(|_| on_done());
+                results
+            }
         })
         .buffered(concurrency.max(1));
-    while let Some(result) = results.next().await {
-        each(result);
+    while let Some(results) = results.next().await {
+        results.into_iter().for_each(&mut each);
     }
+}
+
+/// Files read by one task: up to [`LOCAL_RUN`] local files in a row, or one other.
+enum Run {
+    Local(Vec<(String, PathBuf)>),
+    One(String),
+}
+
+/// `locations` in order, local files in runs.
+fn runs(locations: Vec<String>) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    for location in locations {
+        match source(&location) {
+            Ok(Source::Local(path)) => match out.last_mut() {
+                Some(Run::Local(files)) if files.len() < LOCAL_RUN => files.push((location, path)),
+                _ => out.push(Run::Local(vec![(location, path)])),
+            },
+            // Remote files, and locations that are not valid, are read (or refused) alone.
+            _ => out.push(Run::One(location)),
+        }
+    }
+    out
+}
+
+/// Reads a run of local files' footers on the blocking pool.
+async fn read_local_run(
+    files: Vec<(String, PathBuf)>,
+    schemas: Arc<SchemaCache>,
+) -> Vec<Result<FileFacts, FileFailure>> {
+    let n = files.len();
+    let read = tokio::task::spawn_blocking(move || {
+        files
+            .into_iter()
+            .map(|(location, path)| {
+                let (size, metadata) = read_local(&path)?;
+                facts(location, size, &metadata, &schemas)
+            })
+            .collect::<Vec<_>>()
+    });
+    read.await.unwrap_or_else(|e| {
+        let failure = FileFailure::new(FileErrorKind::Corrupt, format!("reading the footer failed: {e}"));
+        (0..n).map(|_| Err(failure.clone())).collect()
+    })
 }
 
 /// Reads one file's footer and what AddFiles needs from it.
-pub(crate) async fn read_facts(
+async fn read_facts(
     location: String,
     objects: &Objects,
     io: &FileIO,
+    schemas: Arc<SchemaCache>,
 ) -> Result<FileFacts, FileFailure> {
     match source(&location)? {
-        Source::Local(path) => tokio::task::spawn_blocking(move || {
-            let (size, metadata) = read_local(&path)?;
-            facts(location, size, &metadata)
-        })
-        .await
-        .map_err(|e| FileFailure::new(FileErrorKind::Corrupt, format!("reading the footer failed: {e}")))?,
+        Source::Local(path) => read_local_run(vec![(location, path)], schemas)
+            .await
+            .pop()
+            .expect("one result for one file"),
         Source::Remote(url) if outflow_store::is_object_url(&url) => {
             let (size, metadata) = read_object(&url, objects).await?;
-            facts(location, size, &metadata)
+            facts(location, size, &metadata, &schemas)
         }
         Source::Remote(url) => {
             let (size, metadata) = read_remote(&url, io).await?;
-            facts(location, size, &metadata)
+            facts(location, size, &metadata, &schemas)
         }
     }
 }
 
-/// What AddFiles needs from a decoded footer.
+/// What AddFiles needs from a decoded footer; its schema converted through `schemas`.
 pub(crate) fn facts(
     location: String,
     size: u64,
     metadata: &ParquetMetaData,
+    schemas: &SchemaCache,
 ) -> Result<FileFacts, FileFailure> {
     let num_rows = metadata.file_metadata().num_rows();
     if num_rows < 0 {
@@ -155,7 +210,7 @@ pub(crate) fn facts(
         ));
     }
     consistent(metadata, size).map_err(|message| FileFailure::new(FileErrorKind::Corrupt, message))?;
-    let schema = guarded(|| file_schema(metadata))
+    let schema = guarded(|| file_schema(metadata, schemas))
         .map_err(|message| FileFailure::new(FileErrorKind::Corrupt, message))?
         .map_err(|e| FileFailure::new(e.kind, e.message))?;
     Ok(FileFacts {
@@ -442,8 +497,6 @@ mod tests {
 
     /// A real two-row-group file's bytes and footer.
     fn two_row_groups() -> (Bytes, ParquetMetaData) {
-        use std::sync::Arc;
-
         use arrow_array::{ArrayRef, Int64Array, RecordBatch};
         use parquet::arrow::ArrowWriter;
         use parquet::file::properties::WriterProperties;
@@ -464,13 +517,88 @@ mod tests {
         (bytes, metadata)
     }
 
+    /// A one-column file's footer, the column named `column`, with `rows` rows.
+    fn footer_of(column: &str, rows: i64) -> ParquetMetaData {
+        use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+        use parquet::arrow::ArrowWriter;
+
+        let values = Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef;
+        let batch = RecordBatch::try_from_iter([(column, values)]).unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        ParquetMetaDataReader::new()
+            .parse_and_finish(&Bytes::from(bytes))
+            .unwrap()
+    }
+
+    #[test]
+    fn files_of_one_schema_share_its_conversion_and_keep_their_own_statistics() {
+        let schemas = SchemaCache::default();
+        let (a, b, other) = (footer_of("id", 3), footer_of("id", 7), footer_of("key", 3));
+        let fa = facts("a".into(), 10_000, &a, &schemas).unwrap();
+        let fb = facts("b".into(), 10_000, &b, &schemas).unwrap();
+        let fo = facts("o".into(), 10_000, &other, &schemas).unwrap();
+        // Decoded separately, equal schemas still convert once.
+        assert!(Arc::ptr_eq(&fa.schema.converted, &fb.schema.converted));
+        assert!(!Arc::ptr_eq(&fa.schema.converted, &fo.schema.converted));
+        assert_eq!(fo.schema.converted.schema.fields[0].name, "key");
+        // The statistics are each file's own.
+        assert_eq!((fa.record_count, fb.record_count), (3, 7));
+        assert_eq!(
+            fa.schema.leaves[0].upper,
+            Some(super::super::schema::Stat::Int(2))
+        );
+        assert_eq!(
+            fb.schema.leaves[0].upper,
+            Some(super::super::schema::Stat::Int(6))
+        );
+        // A fresh cache converts again, to an equal schema.
+        let again = facts("a".into(), 10_000, &a, &SchemaCache::default()).unwrap();
+        assert!(!Arc::ptr_eq(&again.schema.converted, &fa.schema.converted));
+        assert_eq!(again.schema.converted.schema, fa.schema.converted.schema);
+    }
+
+    #[test]
+    fn local_files_are_read_in_runs_in_their_order_and_others_alone() {
+        // Three local files, an object, eleven local files and one more as a file: URL.
+        let mut given: Vec<String> = (0..14).map(|i| format!("/d/{i}.parquet")).collect();
+        given.insert(3, "s3://b/x.parquet".into());
+        given.push("file:///d/last.parquet".into());
+        let runs = runs(given.clone());
+        let shape: Vec<usize> = runs
+            .iter()
+            .map(|r| match r {
+                Run::Local(files) => files.len(),
+                Run::One(_) => 0,
+            })
+            .collect();
+        // The object alone; after it, runs of at most LOCAL_RUN.
+        assert_eq!(LOCAL_RUN, 8);
+        assert_eq!(shape, vec![3, 0, 8, 4]);
+        let flattened: Vec<String> = runs
+            .into_iter()
+            .flat_map(|r| match r {
+                Run::Local(files) => files.into_iter().map(|(l, _)| l).collect::<Vec<_>>(),
+                Run::One(l) => vec![l],
+            })
+            .collect();
+        assert_eq!(flattened, given);
+    }
+
     #[test]
     fn a_footer_whose_row_count_contradicts_its_row_groups_is_corrupt() {
         use parquet::file::metadata::FileMetaData;
 
         let (bytes, metadata) = two_row_groups();
         let size = bytes.len() as u64;
-        assert_eq!(facts("f".into(), size, &metadata).unwrap().record_count, 10);
+        assert_eq!(
+            facts("f".into(), size, &metadata, &SchemaCache::default())
+                .unwrap()
+                .record_count,
+            10
+        );
         let file = metadata.file_metadata();
         let inflated = ParquetMetaData::new(
             FileMetaData::new(
@@ -483,7 +611,7 @@ mod tests {
             ),
             metadata.row_groups().to_vec(),
         );
-        let err = facts("f".into(), size, &inflated).unwrap_err();
+        let err = facts("f".into(), size, &inflated, &SchemaCache::default()).unwrap_err();
         assert_eq!(err.kind, FileErrorKind::Corrupt);
         assert!(
             err.message
@@ -499,7 +627,7 @@ mod tests {
         // A file one byte shorter than where the last column chunk ends.
         let last = &metadata.row_groups()[1].columns()[0];
         let end = last.dictionary_page_offset().unwrap_or(last.data_page_offset()) + last.compressed_size();
-        let err = facts("f".into(), end as u64 - 1, &metadata).unwrap_err();
+        let err = facts("f".into(), end as u64 - 1, &metadata, &SchemaCache::default()).unwrap_err();
         assert_eq!(err.kind, FileErrorKind::Corrupt);
         assert!(err.message.contains("column id spans bytes"), "{}", err.message);
     }

@@ -517,9 +517,14 @@ fn through_add_files(rng: &mut Rng, bytes: &[u8], findings: &Mutex<Findings>) {
             footer::Tail::NoMagic => Err(footer::no_magic(&bytes[..4.min(bytes.len())])),
         }
     });
-    let facts = located
-        .and_then(|m| footer::decode(&m))
-        .and_then(|metadata| footer::facts("file:///fuzz.parquet".into(), size, &metadata));
+    let facts = located.and_then(|m| footer::decode(&m)).and_then(|metadata| {
+        footer::facts(
+            "file:///fuzz.parquet".into(),
+            size,
+            &metadata,
+            &Default::default(),
+        )
+    });
     let facts = match facts {
         Ok(f) => f,
         Err(failure) => {
@@ -538,15 +543,18 @@ fn through_add_files(rng: &mut Rng, bytes: &[u8], findings: &Mutex<Findings>) {
         }
     };
     // Plan the file in a window of random schemas.
-    let mut window = vec![facts.schema.input.clone()];
+    let mut window = vec![InputSchema {
+        schema: facts.schema.converted.schema.clone(),
+        null_counts: facts.schema.null_counts.clone(),
+    }];
     for _ in 0..rng.below(3) {
         window.push(random_input(rng));
     }
     plan_window(rng, &mut window);
 
     // Register it into a table of its own schema, found by name or by id.
-    let mut table = facts.schema.input.schema.clone();
-    if !facts.schema.uses_ids {
+    let mut table = facts.schema.converted.schema.clone();
+    if !facts.schema.converted.uses_ids {
         table = table.without_ids();
         table.assign_missing_ids(0);
     }
@@ -557,7 +565,7 @@ fn through_add_files(rng: &mut Rng, bytes: &[u8], findings: &Mutex<Findings>) {
     let mapping = NameMapping::from_schema(&table);
     let resolved = match metrics::resolve_leaves(
         &facts.schema.leaves,
-        facts.schema.uses_ids,
+        facts.schema.converted.uses_ids,
         &iceberg,
         Some(&mapping),
     ) {

@@ -9,17 +9,17 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use outflow_core::schema::{
-    DataType, Field, InputSchema, LIST_ELEMENT, MAP_KEY, MAP_VALUE, MapFields, PrimitiveType, Schema,
-    join_path,
+    DataType, Field, LIST_ELEMENT, MAP_KEY, MAP_VALUE, MapFields, PrimitiveType, Schema, join_path,
 };
 use parquet::basic::{
     ColumnOrder, ConvertedType, LogicalType, Repetition, SortOrder, TimeUnit, Type as Physical,
 };
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
-use parquet::schema::types::Type as ParquetType;
+use parquet::schema::types::{SchemaDescriptor, Type as ParquetType, TypePtr};
 
 use super::report::FileErrorKind;
 
@@ -168,19 +168,79 @@ fn malformed(message: impl Into<String>) -> SchemaError {
 /// A file's schema with its null evidence, and its leaves.
 #[derive(Debug)]
 pub(crate) struct FileSchema {
-    /// The schema and the null counts the planner weighs. AddFiles moves it into the
-    /// file's group once the footer is read (empty after), so thousands of files sharing a
-    /// schema keep one copy.
-    pub input: InputSchema,
-    /// Whether every field carries a field id (otherwise none does).
-    pub uses_ids: bool,
+    /// The file's schema in Outflow's model, shared by the run's files with the same
+    /// Parquet schema.
+    pub converted: Arc<ConvertedSchema>,
+    /// The null counts the planner weighs, by column path. AddFiles moves them into the
+    /// file's group once the footer is read (empty after).
+    pub null_counts: BTreeMap<String, u64>,
     /// The leaves, in column order.
     pub leaves: Vec<Leaf>,
 }
 
-/// Reads the schema and statistics of a decoded footer.
-pub(crate) fn file_schema(metadata: &ParquetMetaData) -> Result<FileSchema, SchemaError> {
-    let descr = metadata.file_metadata().schema_descr();
+/// A Parquet schema converted to Outflow's model: what a footer says apart from its
+/// statistics.
+#[derive(Debug)]
+pub(crate) struct ConvertedSchema {
+    parquet: TypePtr,
+    pub schema: Schema,
+    /// Whether every field carries a field id (otherwise none does).
+    pub uses_ids: bool,
+    /// A hash of `schema`, so that grouping files does not hash it once a file.
+    pub hash: u64,
+    shapes: Vec<LeafShape>,
+}
+
+/// The Parquet schemas converted so far, shared by the footer reads of a run. The files of
+/// a window mostly share one schema, and converting it again for each file cost as much as
+/// the rest of reading the file's statistics.
+#[derive(Debug, Default)]
+pub(crate) struct SchemaCache {
+    converted: Mutex<Vec<Arc<ConvertedSchema>>>,
+}
+
+/// Distinct schemas a [`SchemaCache`] keeps; files past them are converted each time, so
+/// that a run of files that all differ does not compare each with every schema before it.
+const CACHED_SCHEMAS: usize = 32;
+
+impl SchemaCache {
+    fn get_or_convert(&self, descr: &SchemaDescriptor) -> Result<Arc<ConvertedSchema>, SchemaError> {
+        let root = descr.root_schema_ptr();
+        let cached = |c: &Arc<ConvertedSchema>| Arc::ptr_eq(&c.parquet, &root) || *c.parquet == *root;
+        if let Some(found) = self.lock().iter().find(|c| cached(c)) {
+            return Ok(found.clone());
+        }
+        let converted = Arc::new(convert(descr)?);
+        let mut seen = self.lock();
+        if seen.len() < CACHED_SCHEMAS && !seen.iter().any(cached) {
+            seen.push(converted.clone());
+        }
+        Ok(converted)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<ConvertedSchema>>> {
+        // The cache holds whole entries only, so one left by a panicking reader is usable.
+        self.converted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Reads the schema (through `cache`) and statistics of a decoded footer.
+pub(crate) fn file_schema(
+    metadata: &ParquetMetaData,
+    cache: &SchemaCache,
+) -> Result<FileSchema, SchemaError> {
+    let converted = cache.get_or_convert(metadata.file_metadata().schema_descr())?;
+    let leaves = leaf_statistics(metadata, &converted.shapes)?;
+    let null_counts = null_evidence(&converted.shapes, &leaves);
+    Ok(FileSchema {
+        converted,
+        null_counts,
+        leaves,
+    })
+}
+
+/// Converts a footer's Parquet schema.
+fn convert(descr: &SchemaDescriptor) -> Result<ConvertedSchema, SchemaError> {
     let root = descr.root_schema();
     if !root.is_group() {
         return Err(malformed("the footer's schema root is not a group"));
@@ -210,12 +270,18 @@ pub(crate) fn file_schema(metadata: &ParquetMetaData) -> Result<FileSchema, Sche
         .validate()
         .map_err(|e| malformed(format!("the footer's schema is invalid: {}", e.message())))?;
     let uses_ids = ids_of(&schema)?;
-    let leaves = leaf_statistics(metadata, &shapes)?;
-    let null_counts = null_evidence(&shapes, &leaves);
-    Ok(FileSchema {
-        input: InputSchema { schema, null_counts },
+    let hash = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        schema.hash(&mut h);
+        h.finish()
+    };
+    Ok(ConvertedSchema {
+        parquet: descr.root_schema_ptr(),
+        schema,
         uses_ids,
-        leaves,
+        hash,
+        shapes,
     })
 }
 
