@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Benchmark: 1 million rows of 5 columns written into Google's Bigtable emulator through
 # Outflow (release build of crates/outflow-bigtable/examples/bigtable_bench.rs), Google's
-# Python client (MutationsBatcher, scripts/bench/bigtable_python.py) and Google's Go client
-# (ApplyBulk, scripts/bench/bigtable-go).
+# Python client (MutationsBatcher, scripts/bench/bigtable_python.py), Google's Go client
+# (ApplyBulk, scripts/bench/bigtable-go) and `cbt import` (4 workers, 500 rows a request)
+# of the same rows from a CSV file written beforehand.
 #
 #   scripts/bench/bigtable.sh            # ROWS=1000000 by default
 #   ROWS=100000 RUNS=3 WRITERS="outflow go" scripts/bench/bigtable.sh
+#   OUTFLOW_ARGS="--max-entries 1000 --outstanding 8" WRITERS=outflow scripts/bench/bigtable.sh
+#   WRITERS="outflow:1000:4 outflow:10000:4 go" RUNS=3 scripts/bench/bigtable.sh   # shapes side by side
+#
+# OUTFLOW_ARGS, GO_ARGS and CBT_ARGS are added to those writers' command lines (Outflow's
+# batching flags, Go's -batch/-workers, cbt's workers=/batch-size=), for sweeps.
 #
 # Each writer gets a fresh emulator of its own (it keeps everything in memory, so a used one
 # would be bigger and slower) on a free loopback port, and a table with family `cf`. For each
@@ -21,7 +27,10 @@ BENCH="$CACHE/bench"
 RUN="$BENCH/bigtable-run"
 ROWS="${ROWS:-1000000}"
 RUNS="${RUNS:-1}"
-WRITERS="${WRITERS:-outflow python go}"
+WRITERS="${WRITERS:-outflow python go cbt}"
+OUTFLOW_ARGS="${OUTFLOW_ARGS:-}"
+GO_ARGS="${GO_ARGS:-}"
+CBT_ARGS="${CBT_ARGS:-workers=4 batch-size=500}"
 PROJECT=bench
 INSTANCE=bench
 TABLE=bench
@@ -51,6 +60,33 @@ log "installing the Python client"
 "$REPO/scripts/setup/readers.sh" >/dev/null
 PYTHON="$CACHE/venv-readers/bin/python"
 "$PYTHON" -c 'import google.cloud.bigtable' || die "google-cloud-bigtable is missing from $CACHE/venv-readers"
+
+# cbt import reads a CSV file: the same rows, written once before any run (not timed). The
+# family row, then the qualifiers, then a key and five cells each, every cell at the one
+# timestamp the other writers use (value@micros, read with timestamp=value-encoded).
+CSV="$RUN/import-$ROWS.csv"
+if [[ " $WRITERS " == *" cbt "* && ! -s "$CSV" ]]; then
+    log "writing $ROWS rows of CSV for cbt import"
+    awk -v rows="$ROWS" 'BEGIN {
+        print ",cf,,,,"; print ",c0,c1,c2,c3,c4"
+        for (i = 0; i < rows; i++) {
+            printf "user%08d", i
+            for (c = 0; c < 5; c++) printf ",v%d-%012d@1700000000000000", c, i
+            printf "\n"
+        }
+    }' >"$CSV.part"
+    mv "$CSV.part" "$CSV"
+fi
+
+# cbt import prints no timing: its wall time, the CSV's parsing included, as JSON.
+cbt_import() {
+    local started ended
+    started="$(date +%s.%N)"
+    # shellcheck disable=SC2086
+    cbt -project "$PROJECT" -instance "$INSTANCE" import "$TABLE" "$CSV" timestamp=value-encoded $CBT_ARGS >&2
+    ended="$(date +%s.%N)"
+    awk -v a="$started" -v b="$ended" -v rows="$ROWS" 'BEGIN {printf "{\"writer\":\"cbt\",\"rows\":%d,\"seconds\":%.3f}\n", rows, b - a}'
+}
 
 # ---------------------------------------------------------------- a private emulator
 EMULATOR_PID=""
@@ -106,9 +142,17 @@ run_writer() {
     cbt -project "$PROJECT" -instance "$INSTANCE" createfamily "$TABLE" cf 2>/dev/null
     local cmd
     case "$writer" in
-        outflow) cmd=("$OUTFLOW_BIN" --project "$PROJECT" --instance "$INSTANCE" --table "$TABLE" --rows "$ROWS") ;;
+        # shellcheck disable=SC2206
+        outflow) cmd=("$OUTFLOW_BIN" --project "$PROJECT" --instance "$INSTANCE" --table "$TABLE" --rows "$ROWS" $OUTFLOW_ARGS) ;;
+        # outflow:E:O, Outflow with E entries a request and O requests in flight.
+        outflow:*:*)
+            local shape="${writer#outflow:}"
+            cmd=("$OUTFLOW_BIN" --project "$PROJECT" --instance "$INSTANCE" --table "$TABLE" --rows "$ROWS"
+                --max-entries "${shape%%:*}" --outstanding "${shape#*:}") ;;
         python) cmd=("$PYTHON" "$REPO/scripts/bench/bigtable_python.py" --project "$PROJECT" --instance "$INSTANCE" --table "$TABLE" --rows "$ROWS") ;;
-        go) cmd=("$GO_BIN" -project "$PROJECT" -instance "$INSTANCE" -table "$TABLE" -rows "$ROWS") ;;
+        # shellcheck disable=SC2206
+        go) cmd=("$GO_BIN" -project "$PROJECT" -instance "$INSTANCE" -table "$TABLE" -rows "$ROWS" $GO_ARGS) ;;
+        cbt) cmd=(bash -c "$(declare -f cbt_import); $(declare -p PROJECT INSTANCE TABLE CSV CBT_ARGS ROWS); cbt_import") ;;
     esac
     log "run $run: $writer"
     before="$(cpu_ticks "$EMULATOR_PID")"
@@ -143,8 +187,9 @@ awk -F'\t' -v rows="$ROWS" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
         printf "\nBest rows/s:"
         for (w in best) printf " %s %.0f", w, best[w]
         printf "\n"
-        if (best["go"] > 0) printf "Outflow / Go: %.2fx\n", best["outflow"] / best["go"]
-        if (best["python"] > 0) printf "Outflow / Python: %.2fx\n", best["outflow"] / best["python"]
+        if (best["go"] > 0 && best["outflow"] > 0) printf "Outflow / Go: %.2fx\n", best["outflow"] / best["go"]
+        if (best["cbt"] > 0 && best["outflow"] > 0) printf "Outflow / cbt import: %.2fx\n", best["outflow"] / best["cbt"]
+        if (best["python"] > 0 && best["outflow"] > 0) printf "Outflow / Python: %.2fx\n", best["outflow"] / best["python"]
         printf "(%d rows x 5 columns; load average before the report: %s)\n", rows, load
     }
 ' "$RESULTS" >"$RUN/body.md"
@@ -163,11 +208,18 @@ for line in open(sys.argv[1]):
     runs.setdefault(writer, []).append((float(seconds), float(rss_kib)))
 rows = int(sys.argv[2])
 peers = []
-for writer in sorted(runs, key=lambda w: (w != "outflow", w)):
+for writer in sorted(runs, key=lambda w: (not w.startswith("outflow"), w)):
     seconds = statistics.median(s for s, _ in runs[writer])
     peers.append({"peer": writer, "runs": len(runs[writer]), "seconds": seconds,
                   "rows_per_s": round(rows / seconds),
                   "peak_rss_mib": round(max(r for _, r in runs[writer]) / 1024, 1)})
+# Medians and ranges, and Outflow's ratio to each peer median against median.
+rate = {w: sorted(rows / s for s, _ in r) for w, r in runs.items()}
+for w, rs in rate.items():
+    print(f"{w}: median {statistics.median(rs):,.0f} rows/s (range {rs[0]:,.0f} to {rs[-1]:,.0f}, {len(rs)} runs)")
+for o in (w for w in rate if w.startswith("outflow")):
+    for w in (w for w in rate if not w.startswith("outflow")):
+        print(f"{o} / {w}: {statistics.median(rate[o]) / statistics.median(rate[w]):.2f}x (medians)")
 with open(sys.argv[3], "w") as out:
     json.dump({"title": f"Bigtable MutateRows (emulator), {rows:,} rows x 5 columns, median run",
                "unit": "rows/s", "peers": peers}, out, indent=1)
