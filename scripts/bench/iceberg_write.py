@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Iceberg write benchmark: the same rows through Outflow, PyIceberg and bare parquet-rs.
+"""Iceberg write benchmark: the same rows through Outflow, PyIceberg and bare parquet-rs
+(one writer, and one writer a core).
 
 Generates a source Parquet file of N rows x 10 columns of mixed types (once, cached, in a
 process of its own), then runs each peer as its own process on it, measuring wall time of the write and the peak
@@ -107,7 +108,7 @@ def main():
     # With OUTFLOW_BENCH_WAREHOUSE (an S3 URL), the two Iceberg writers each write to a
     # warehouse of their own under it; the bare writer stays on the local disk.
     store = os.environ.get("OUTFLOW_BENCH_WAREHOUSE")
-    for peer in ["outflow", "parquet-rs", "pyiceberg"]:
+    for peer in ["outflow", "parquet-rs", "parquet-rs-cores", "pyiceberg"]:
         out = tempfile.mkdtemp(prefix=f"outflow-bench-{peer}-")
         env = dict(os.environ)
         if store:
@@ -122,12 +123,14 @@ def main():
     by = {r["peer"]: r for r in results}
     where = f"into S3 ({store})" if store else "on the local disk"
     print(f"\nIceberg write {where}, {ROWS:,} rows x 10 columns (zstd), source {source}")
-    print(f"{'peer':<12}{'seconds':>10}{'rows/s':>14}{'peak RSS MiB':>15}")
+    print(f"{'peer':<18}{'seconds':>10}{'rows/s':>14}{'peak RSS MiB':>15}")
     for r in results:
-        print(f"{r['peer']:<12}{r['seconds']:>10.2f}{r['rows'] / r['seconds']:>14,.0f}{r['peak_rss_mib']:>15.1f}")
+        print(f"{r['peer']:<18}{r['seconds']:>10.2f}{r['rows'] / r['seconds']:>14,.0f}{r['peak_rss_mib']:>15.1f}")
     o = by["outflow"]["seconds"]
     print(f"\nOutflow vs PyIceberg: {by['pyiceberg']['seconds'] / o:.2f}x faster")
     print(f"Outflow vs bare parquet-rs: {o / by['parquet-rs']['seconds']:.2f}x the time")
+    cores = os.cpu_count()
+    print(f"Outflow vs {cores} bare parquet-rs writers (one a core): {o / by['parquet-rs-cores']['seconds']:.2f}x the time")
     for r in results:
         print(json.dumps(r))
     for r in results:
