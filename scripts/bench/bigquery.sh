@@ -4,11 +4,13 @@
 # of 10,000 and prints rows/s and peak RSS for each, and the ratio.
 #
 #   scripts/bench/bigquery.sh [ROWS]
+#   CPU_ONLY=1 scripts/bench/bigquery.sh [ROWS]   # only the CPU runs (rows made beforehand)
 #
 # Runs, in order: Outflow's request building alone (no service), the Python client's
 # request building alone, Outflow at-least-once (default stream), Outflow exactly-once
-# (committed stream with offsets), the Python client on the default stream. Each write is
-# checked with COUNT(*). The emulator's own CPU time is sampled around each write: when it
+# (committed stream with offsets), the Python client on the default stream, then the three
+# writes again with their rows made before the clock starts, for the clients' CPU time per
+# row. Each write is checked with COUNT(*). The emulator's own CPU time is sampled around each write: when it
 # is busy close to 100% of the wall time, the emulator, not the client, sets the pace.
 #
 # It starts its own emulator (instance "bigquery-bench", free ports) and stops it on exit;
@@ -72,9 +74,16 @@ print(json.dumps(r))' "$label" "$before" "$after" "$count" | tee -a "$RESULTS" >
 
 run "outflow encode only" - "$BENCH" --mode encode --rows "$ROWS" --batch "$BATCH"
 run "python encode only" - "$PY" "$TOOL" encode --rows "$ROWS" --batch "$BATCH"
+if [[ -z "${CPU_ONLY:-}" ]]; then
 run "outflow at-least-once" outflow_alo "$BENCH" --mode write --method at_least_once --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table outflow_alo
 run "outflow exactly-once" outflow_eo "$BENCH" --mode write --method exactly_once --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table outflow_eo
 run "python default stream" python_default "$PY" "$TOOL" write --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table python_default
+fi
+# The clients' own CPU per row, rows made before the clock starts (the emulator sets the
+# pace, so wall time cannot compare clients; CPU time can).
+run "outflow at-least-once, cpu" outflow_cpu "$BENCH" --mode write --method at_least_once --pregenerate --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table outflow_cpu
+run "outflow exactly-once, cpu" outflow_eo_cpu "$BENCH" --mode write --method exactly_once --pregenerate --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table outflow_eo_cpu
+run "python default, cpu" python_cpu "$PY" "$TOOL" write --pregenerate --rows "$ROWS" --batch "$BATCH" --dataset "$DATASET" --table python_cpu
 
 "$PY" - "$RESULTS" "$ROWS" "$REPO/docs/bench/bigquery.json" <<'PYEOF'
 import json, sys
@@ -82,20 +91,27 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {r["label"]: r for r in rows}
 expected = int(sys.argv[2])
 print()
-print(f"{'run':<24} {'rows/s':>10} {'seconds':>8} {'peak RSS MiB':>13} {'emulator CPU':>13} {'rows read back':>15}")
+print(f"{'run':<28} {'rows/s':>10} {'seconds':>8} {'peak RSS MiB':>13} {'emulator CPU':>13} {'client CPU s':>13} {'µs CPU/row':>11} {'rows read back':>15}")
 for r in rows:
     busy = f"{100 * r['emulator_cpu_s'] / r['seconds']:.0f}%" if r["count"] is not None else "-"
     count = r["count"] if r["count"] is not None else "-"
-    print(f"{r['label']:<24} {r['rows_per_s']:>10,} {r['seconds']:>8.1f} {r['peak_rss_kib'] / 1024:>13.1f} {busy:>13} {count:>15}")
+    per_row = 1e6 * r["cpu_s"] / r["rows"]
+    print(f"{r['label']:<28} {r['rows_per_s']:>10,} {r['seconds']:>8.1f} {r['peak_rss_kib'] / 1024:>13.1f} {busy:>13} {r['cpu_s']:>13.2f} {per_row:>11.2f} {count:>15}")
     if r["count"] is not None and r["count"] != expected:
         sys.exit(f"{r['label']}: {r['count']} rows read back, {expected} expected")
-def ratio(a, b, key):
-    return by[a][key] / by[b][key]
 print()
-print(f"outflow/python rows/s, writing (at-least-once vs default stream): {ratio('outflow at-least-once', 'python default stream', 'rows_per_s'):.2f}x")
-print(f"outflow/python rows/s, writing (exactly-once vs default stream):  {ratio('outflow exactly-once', 'python default stream', 'rows_per_s'):.2f}x")
-print(f"outflow/python rows/s, building requests only:                    {ratio('outflow encode only', 'python encode only', 'rows_per_s'):.2f}x")
-print(f"python/outflow peak RSS, writing (at-least-once):                 {ratio('python default stream', 'outflow at-least-once', 'peak_rss_kib'):.2f}x")
+for what, a, b, key in [
+    ("outflow/python rows/s, writing (at-least-once vs default stream)", "outflow at-least-once", "python default stream", "rows_per_s"),
+    ("outflow/python rows/s, writing (exactly-once vs default stream)", "outflow exactly-once", "python default stream", "rows_per_s"),
+    ("outflow/python rows/s, building requests only", "outflow encode only", "python encode only", "rows_per_s"),
+    ("python/outflow peak RSS, writing (at-least-once)", "python default stream", "outflow at-least-once", "peak_rss_kib"),
+    ("python/outflow client CPU, writing rows made beforehand (at-least-once)", "python default, cpu", "outflow at-least-once, cpu", "cpu_s"),
+    ("python/outflow client CPU, writing rows made beforehand (exactly-once)", "python default, cpu", "outflow exactly-once, cpu", "cpu_s"),
+]:
+    if a in by and b in by:
+        print(f"{what + ':':<75} {by[a][key] / by[b][key]:.2f}x")
+if "python default stream" not in by:
+    sys.exit(0)  # a CPU-only run: the chart is of the writes
 
 # The chart's data (docs/bench/bigquery.json): the three writers into the emulator.
 peers = [{"peer": label, "rows_per_s": by[label]["rows_per_s"], "seconds": by[label]["seconds"],

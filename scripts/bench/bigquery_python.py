@@ -3,6 +3,7 @@
 
     bigquery_python.py setup  --project P --dataset D [--endpoint URL]
     bigquery_python.py write  --project P --dataset D --table T [--rows N] [--batch B] [--window W]
+                              [--pregenerate]
     bigquery_python.py encode [--rows N] [--batch B]
     bigquery_python.py count  --project P --dataset D --table T [--endpoint URL]
 
@@ -13,7 +14,9 @@ same AppendRowsRequests (pyarrow IPC serialization plus the request proto) from 
 made beforehand, and sends nothing. Both print one JSON line: rows/s and peak RSS (getrusage).
 
 `write` generates the rows batch by batch inside the timed loop, with the same formulas as
-crates/outflow-bigquery/examples/bigquery_bench.rs. Endpoints default to
+crates/outflow-bigquery/examples/bigquery_bench.rs; with --pregenerate it makes them all
+before the clock starts. Each also prints the process's CPU time (user and system, all
+threads) over the timed part, `cpu_s`. Endpoints default to
 $OUTFLOW_BIGQUERY_REST and $OUTFLOW_BIGQUERY_GRPC.
 """
 
@@ -94,6 +97,11 @@ def generate(start: int, n: int) -> pa.RecordBatch:
     )
 
 
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
@@ -113,8 +121,9 @@ def request_for(batch: pa.RecordBatch) -> types.AppendRowsRequest:
     )
 
 
-def report(mode: str, args, started: float, requests: int, size: int) -> None:
+def report(mode: str, args, started: float, cpu_at_start: float, requests: int, size: int) -> None:
     seconds = time.monotonic() - started
+    cpu = cpu_seconds() - cpu_at_start
     print(
         json.dumps(
             {
@@ -127,6 +136,8 @@ def report(mode: str, args, started: float, requests: int, size: int) -> None:
                 "seconds": round(seconds, 3),
                 "rows_per_s": round(args.rows / seconds),
                 "peak_rss_kib": peak_rss_kib(),
+                "pregenerated": mode == "encode" or args.pregenerate,
+                "cpu_s": round(cpu, 2),
             }
         )
     )
@@ -135,13 +146,13 @@ def report(mode: str, args, started: float, requests: int, size: int) -> None:
 def encode(args) -> None:
     # The batches are made first: only building the requests is timed.
     batches = [generate(start, min(args.batch, args.rows - start)) for start in range(0, args.rows, args.batch)]
-    started = time.monotonic()
+    started, cpu_at_start = time.monotonic(), cpu_seconds()
     requests, size = 0, 0
     for batch in batches:
         request = request_for(batch)
         size += len(types.AppendRowsRequest.serialize(request))
         requests += 1
-    report("encode", args, started, requests, size)
+    report("encode", args, started, cpu_at_start, requests, size)
 
 
 def write(args) -> None:
@@ -160,12 +171,15 @@ def write(args) -> None:
             writer_schema=types.ArrowSchema(serialized_schema=SCHEMA.serialize().to_pybytes())
         ),
     )
-    started = time.monotonic()
+    starts = range(0, args.rows, args.batch)
+    made = [generate(start, min(args.batch, args.rows - start)) for start in starts] if args.pregenerate else None
+    started, cpu_at_start = time.monotonic(), cpu_seconds()
     append = writer.AppendRowsStream(write_client, template)
     in_flight = collections.deque()
     requests, size = 0, 0
-    for start in range(0, args.rows, args.batch):
-        request = request_for(generate(start, min(args.batch, args.rows - start)))
+    for i, start in enumerate(starts):
+        batch = made[i] if made else generate(start, min(args.batch, args.rows - start))
+        request = request_for(batch)
         size += len(request.arrow_rows.rows.serialized_record_batch)
         in_flight.append(append.send(request))
         requests += 1
@@ -174,7 +188,7 @@ def write(args) -> None:
     while in_flight:
         in_flight.popleft().result()
     append.close()
-    report("write", args, started, requests, size)
+    report("write", args, started, cpu_at_start, requests, size)
 
 
 def count(args) -> None:
@@ -200,6 +214,7 @@ def main() -> None:
         p.add_argument("--table")
         p.add_argument("--endpoint")
         p.add_argument("--grpc")
+        p.add_argument("--pregenerate", action="store_true")
     args = parser.parse_args()
     {"setup": setup, "write": write, "encode": encode, "count": count}[args.command](args)
 
