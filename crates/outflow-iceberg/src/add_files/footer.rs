@@ -117,7 +117,10 @@ pub(crate) async fn read_each(
             async move {
                 let results = match run {
                     Run::Local(files) => read_local_run(files, schemas).await,
-                    Run::One(location) => vec![read_facts(location, objects, io, schemas).await],
+                    Run::Remote { location, url } => {
+                        vec![read_remote_facts(location, &url, objects, io, &schemas).await]
+                    }
+                    Run::Refused(failure) => vec![Err(failure)],
                 };
                 results.iter().for_each(|_| on_done());
                 results
@@ -129,10 +132,12 @@ pub(crate) async fn read_each(
     }
 }
 
-/// Files read by one task: up to [`LOCAL_RUN`] local files in a row, or one other.
+/// Files read by one task: up to [`LOCAL_RUN`] local files in a row, or one remote file,
+/// or a location that names no file.
 enum Run {
     Local(Vec<(String, PathBuf)>),
-    One(String),
+    Remote { location: String, url: String },
+    Refused(FileFailure),
 }
 
 /// `locations` in order, local files in runs.
@@ -144,8 +149,8 @@ fn runs(locations: Vec<String>) -> Vec<Run> {
                 Some(Run::Local(files)) if files.len() < LOCAL_RUN => files.push((location, path)),
                 _ => out.push(Run::Local(vec![(location, path)])),
             },
-            // Remote files, and locations that are not valid, are read (or refused) alone.
-            _ => out.push(Run::One(location)),
+            Ok(Source::Remote(url)) => out.push(Run::Remote { location, url }),
+            Err(failure) => out.push(Run::Refused(failure)),
         }
     }
     out
@@ -172,27 +177,21 @@ async fn read_local_run(
     })
 }
 
-/// Reads one file's footer and what AddFiles needs from it.
-async fn read_facts(
+/// Reads a remote file's footer (at `url`, recorded as `location`) and what AddFiles needs
+/// from it: objects (`s3://`, `gs://`) through `objects`, other URLs through `io`.
+async fn read_remote_facts(
     location: String,
+    url: &str,
     objects: &Objects,
     io: &FileIO,
-    schemas: Arc<SchemaCache>,
+    schemas: &SchemaCache,
 ) -> Result<FileFacts, FileFailure> {
-    match source(&location)? {
-        Source::Local(path) => read_local_run(vec![(location, path)], schemas)
-            .await
-            .pop()
-            .expect("one result for one file"),
-        Source::Remote(url) if outflow_store::is_object_url(&url) => {
-            let (size, metadata) = read_object(&url, objects).await?;
-            facts(location, size, &metadata, &schemas)
-        }
-        Source::Remote(url) => {
-            let (size, metadata) = read_remote(&url, io).await?;
-            facts(location, size, &metadata, &schemas)
-        }
-    }
+    let (size, metadata) = if outflow_store::is_object_url(url) {
+        read_object(url, objects).await?
+    } else {
+        read_remote(url, io).await?
+    };
+    facts(location, size, &metadata, schemas)
 }
 
 /// What AddFiles needs from a decoded footer; its schema converted through `schemas`.
@@ -571,7 +570,7 @@ mod tests {
             .iter()
             .map(|r| match r {
                 Run::Local(files) => files.len(),
-                Run::One(_) => 0,
+                Run::Remote { .. } | Run::Refused(_) => 0,
             })
             .collect();
         // The object alone; after it, runs of at most LOCAL_RUN.
@@ -581,10 +580,17 @@ mod tests {
             .into_iter()
             .flat_map(|r| match r {
                 Run::Local(files) => files.into_iter().map(|(l, _)| l).collect::<Vec<_>>(),
-                Run::One(l) => vec![l],
+                Run::Remote { location, .. } => vec![location],
+                Run::Refused(failure) => panic!("refused: {}", failure.message),
             })
             .collect();
         assert_eq!(flattened, given);
+        // A file: URL that names no local file is refused in its place, as unreadable.
+        let refused = super::runs(vec!["file://elsewhere/x.parquet".into()]);
+        assert!(
+            matches!(&refused[..], [Run::Refused(f)] if f.kind == FileErrorKind::Unreadable),
+            "a file: URL on another host is not a local file"
+        );
     }
 
     #[test]

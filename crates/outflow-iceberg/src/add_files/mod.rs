@@ -329,16 +329,20 @@ struct Group {
     converted: Arc<ConvertedSchema>,
     /// Indexes into the window's readable files.
     members: Vec<usize>,
-    uses_ids: bool,
 }
 
 impl Group {
     /// Why the files' field ids do not name `table`'s columns, or `None` when they do or the
     /// files carry none.
     fn id_mismatch(&self, table: &Schema) -> Option<String> {
-        self.uses_ids
+        self.uses_ids()
             .then(|| ids_match(&self.input.schema, table))
             .flatten()
+    }
+
+    /// Whether the files carry field ids (otherwise none of their columns does).
+    fn uses_ids(&self) -> bool {
+        self.converted.uses_ids
     }
 
     /// Whether a file of schema `converted` with null evidence `nulls` plans as this
@@ -388,7 +392,6 @@ impl Grouping {
                     },
                     converted: converted.clone(),
                     members: vec![i],
-                    uses_ids: converted.uses_ids,
                 });
             }
         }
@@ -700,7 +703,7 @@ impl Run<'_> {
                 Some(reason) => Err(reason),
                 None => metrics::resolve_leaves(
                     &first.schema.leaves,
-                    group.uses_ids,
+                    group.uses_ids(),
                     &target.schema,
                     target.mapping.as_ref(),
                 ),
@@ -708,7 +711,7 @@ impl Run<'_> {
             let resolved = match resolved {
                 Ok(r) => r,
                 Err(reason) => {
-                    let kind = if group.uses_ids {
+                    let kind = if group.uses_ids() {
                         FileErrorKind::FieldIds
                     } else {
                         FileErrorKind::Incompatible
@@ -847,7 +850,7 @@ impl Run<'_> {
     /// (re-planned when another writer changed the table first).
     async fn decide(&mut self, groups: &[Group]) -> Result<Decision> {
         let inputs: Vec<InputSchema> = groups.iter().map(|g| g.input.clone()).collect();
-        let needs_mapping = groups.iter().any(|g| !g.uses_ids);
+        let needs_mapping = groups.iter().any(|g| !g.uses_ids());
         let mut creation: Option<EvolutionPlan> = None;
         for _ in 0..SCHEMA_COMMIT_ATTEMPTS {
             let Some(table) = self.table.clone() else {
