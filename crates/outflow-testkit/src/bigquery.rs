@@ -11,6 +11,50 @@ use crate::{repo_root, require_env};
 /// `bigquery_tool.py serve`, for the whole test binary.
 static TOOL: ServedReader = ServedReader::new("bigquery");
 
+/// A test's dataset, deleted with its tables when dropped: the emulator's every lookup
+/// scans its whole catalog, so the last test of a binary is as fast as the first only when
+/// the datasets before it are gone. A test that fails (panics) keeps its dataset to be
+/// looked at; the reader deletes it when the test binary ends.
+#[derive(Debug)]
+pub struct Dataset {
+    env: BigQueryEnv,
+    name: String,
+}
+
+impl Dataset {
+    /// The dataset's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The emulator the dataset is on.
+    pub fn env(&self) -> &BigQueryEnv {
+        &self.env
+    }
+}
+
+impl std::ops::Deref for Dataset {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Display for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+impl Drop for Dataset {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.env.delete_dataset(&self.name);
+        }
+    }
+}
+
 /// Where the emulator listens, and the Python that runs the reader.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BigQueryEnv {
@@ -72,11 +116,14 @@ impl BigQueryEnv {
     }
 
     /// A new dataset with a unique name starting with `prefix`, created as
-    /// [`BigQueryEnv::create_dataset`] does; its name.
-    pub fn new_dataset(&self, prefix: &str) -> String {
-        let dataset = crate::unique_name(prefix);
-        self.create_dataset(&dataset);
-        dataset
+    /// [`BigQueryEnv::create_dataset`] does, and deleted when the test is done with it.
+    pub fn new_dataset(&self, prefix: &str) -> Dataset {
+        let name = crate::unique_name(prefix);
+        self.create_dataset(&name);
+        Dataset {
+            env: self.clone(),
+            name,
+        }
     }
 
     /// A table as Google's Python client reads it: `{"schema": [...], "num_rows": N,

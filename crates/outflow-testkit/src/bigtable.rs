@@ -21,43 +21,53 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::{free_port, python, repo_root, require_env, run, run_json};
+use crate::served::ServedReader;
+use crate::{free_port, python, repo_root, require_env, run};
 
 /// `host:port` of the emulator `scripts/servers/bigtable.sh` started.
 pub fn emulator_host() -> String {
     require_env("BIGTABLE_EMULATOR_HOST")
 }
 
+/// `bigtable_tool.py serve`, for the whole test binary: each read names its emulator.
+static TOOL: ServedReader = ServedReader::new("bigtable");
+
+/// Sends `command` of `tests/readers/python/bigtable_tool.py`, for `instance` of the
+/// emulator at `host`, to the served tool.
+fn tool(command: &str, host: &str, project: &str, instance: &str, extra: &[&str]) -> Value {
+    let args: Vec<String> = [
+        command,
+        "--host",
+        host,
+        "--project",
+        project,
+        "--instance",
+        instance,
+    ]
+    .iter()
+    .chain(extra)
+    .map(|a| a.to_string())
+    .collect();
+    TOOL.request(
+        || {
+            let mut c = Command::new(python());
+            c.arg(repo_root().join("tests/readers/python/bigtable_tool.py"))
+                .arg("serve");
+            c
+        },
+        &args,
+    )
+}
+
 /// Reads a table with Google's Python client (`tests/readers/python/bigtable_tool.py`):
 /// `{"families": {NAME: {"gc_rule", "value_type"}}, "rows": [{"key", "cells"}]}`.
 pub fn python_read(host: &str, project: &str, instance: &str, table: &str) -> Value {
-    let tool = repo_root().join("tests/readers/python/bigtable_tool.py");
-    run_json(
-        Command::new(python())
-            .arg(tool)
-            .args([
-                "read",
-                "--project",
-                project,
-                "--instance",
-                instance,
-                "--table",
-                table,
-            ])
-            .env("BIGTABLE_EMULATOR_HOST", host),
-    )
+    tool("read", host, project, instance, &["--table", table])
 }
 
 /// The tables of `instance`, sorted, as Google's Python client lists them.
 pub fn python_tables(host: &str, project: &str, instance: &str) -> Vec<String> {
-    let tool = repo_root().join("tests/readers/python/bigtable_tool.py");
-    let listed = run_json(
-        Command::new(python())
-            .arg(tool)
-            .args(["tables", "--project", project, "--instance", instance])
-            .env("BIGTABLE_EMULATOR_HOST", host),
-    );
-    crate::strings(&listed["tables"])
+    crate::strings(&tool("tables", host, project, instance, &[])["tables"])
 }
 
 /// Runs Google's `cbt` tool against the emulator at `host`; returns its stdout.

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Independent reader for Outflow's Bigtable tests, on Google's Python client.
 
-    bigtable_tool.py read --project P --instance I --table T
-    bigtable_tool.py tables --project P --instance I
+    bigtable_tool.py read --project P --instance I --table T [--host HOST:PORT]
+    bigtable_tool.py tables --project P --instance I [--host HOST:PORT]
+    bigtable_tool.py serve   (the same subcommands, one request a line: the arguments
+                              separated by tabs; one JSON answer a line,
+                              {"ok": true, "doc": ...} or {"ok": false, "error": ...})
 
 `tables` prints {"tables": [TABLE_ID, ...]}, the instance's tables, sorted. `read` prints
 one line of compact JSON with sorted keys:
@@ -24,7 +27,9 @@ Family value types come from the low-level admin client's GetTable (SCHEMA_VIEW)
 high-level `ColumnFamily` of google-cloud-bigtable does not expose them. The data come from the
 classic `Table.read_rows()`, whose chunk merging is Google's own.
 
-Only talks to an emulator: BIGTABLE_EMULATOR_HOST must be set.
+Only talks to an emulator: --host, or else BIGTABLE_EMULATOR_HOST, names it. A served tool
+keeps one client per emulator, so a test binary pays for Python and the client's imports
+once, not once a read.
 """
 
 import argparse
@@ -109,10 +114,22 @@ def text_or_hex(data: bytes):
         return data.hex(), False
 
 
-def read(project: str, instance: str, table: str) -> dict:
-    # The client warns on stderr that it talks to an emulator: that is the point here.
-    warnings.filterwarnings("ignore", message="Connecting to Bigtable emulator")
-    client = bigtable.Client(project=project, admin=True)
+_CLIENTS = {}
+
+
+def client_for(host: str, project: str):
+    """The admin client of `project` on the emulator at `host`, made once per pair."""
+    key = (host, project)
+    if key not in _CLIENTS:
+        # The client reads the emulator's address from the environment when it is made,
+        # and warns on stderr that it talks to an emulator: that is the point here.
+        os.environ["BIGTABLE_EMULATOR_HOST"] = host
+        warnings.filterwarnings("ignore", message="Connecting to Bigtable emulator")
+        _CLIENTS[key] = bigtable.Client(project=project, admin=True)
+    return _CLIENTS[key]
+
+
+def read(client, project: str, instance: str, table: str) -> dict:
     table_name = f"projects/{project}/instances/{instance}/tables/{table}"
     described = client.table_admin_client.get_table(
         request=bigtable_table_admin.GetTableRequest(
@@ -141,9 +158,7 @@ def read(project: str, instance: str, table: str) -> dict:
     return {"families": families, "rows": rows}
 
 
-def tables(project: str, instance: str) -> list:
-    warnings.filterwarnings("ignore", message="Connecting to Bigtable emulator")
-    client = bigtable.Client(project=project, admin=True)
+def tables(client, instance: str) -> list:
     return sorted(t.table_id for t in client.instance(instance).list_tables())
 
 
@@ -151,22 +166,23 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     read_cmd = commands.add_parser("read", help="print a table's families and rows as JSON")
-    read_cmd.add_argument("--project", required=True)
-    read_cmd.add_argument("--instance", required=True)
     read_cmd.add_argument("--table", required=True)
     tables_cmd = commands.add_parser("tables", help="list the instance's tables as JSON")
-    tables_cmd.add_argument("--project", required=True)
-    tables_cmd.add_argument("--instance", required=True)
+    for cmd in (read_cmd, tables_cmd):
+        cmd.add_argument("--project", required=True)
+        cmd.add_argument("--instance", required=True)
+        cmd.add_argument("--host", default=os.environ.get("BIGTABLE_EMULATOR_HOST"))
     args = parser.parse_args(argv)
 
-    if not os.environ.get("BIGTABLE_EMULATOR_HOST"):
-        print("bigtable_tool.py: BIGTABLE_EMULATOR_HOST is not set", file=sys.stderr)
+    if not args.host:
+        print("bigtable_tool.py: neither --host nor BIGTABLE_EMULATOR_HOST is set", file=sys.stderr)
         return 2
+    client = client_for(args.host, args.project)
     try:
         if args.command == "tables":
-            result = {"tables": tables(args.project, args.instance)}
+            result = {"tables": tables(client, args.instance)}
         else:
-            result = read(args.project, args.instance, args.table)
+            result = read(client, args.project, args.instance, args.table)
     except exceptions.GoogleAPICallError as error:
         print(f"bigtable_tool.py: {error}", file=sys.stderr)
         return 1
@@ -174,5 +190,32 @@ def main(argv=None) -> int:
     return 0
 
 
+def serve() -> None:
+    """Runs subcommands read from stdin, one a line, until stdin ends (the test binary is done)."""
+    import contextlib
+    import io
+    import traceback
+
+    for line in sys.stdin:
+        argv = line.rstrip("\n").split("\t")
+        out = io.StringIO()
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(argv)
+            if code == 0:
+                answer = '{"ok":true,"doc":' + out.getvalue().strip() + "}"
+            else:
+                answer = json.dumps({"ok": False, "error": err.getvalue().strip()})
+        except BaseException as e:  # argparse exits; the client raises
+            traceback.print_exc(file=sys.stderr)
+            answer = json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"})
+        sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:] == ["serve"]:
+        serve()
+    else:
+        sys.exit(main())

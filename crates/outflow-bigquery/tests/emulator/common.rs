@@ -13,25 +13,15 @@ use outflow_bigquery::{
     TableSchema,
 };
 use outflow_core::{RetryPolicy, SchemaEvolutionConfig, SchemaEvolutionOption, Sink, WriteResult};
-use outflow_testkit::bigquery::BigQueryEnv;
+use outflow_testkit::bigquery::{BigQueryEnv, Dataset};
 use serde_json::Value;
 
 /// One test's dataset on the emulator.
 pub struct Ctx {
     pub env: BigQueryEnv,
-    pub dataset: String,
+    /// Deleted when the test is done (kept when it fails), so the emulator stays fast.
+    pub dataset: Dataset,
     tables: TableService,
-}
-
-/// The dataset goes when the test is done, so the emulator, whose every lookup scans its
-/// whole catalog, stays as fast for the last test as for the first. A failed test keeps
-/// it, to be looked at.
-impl Drop for Ctx {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            self.env.delete_dataset(&self.dataset);
-        }
-    }
 }
 
 impl Ctx {
@@ -45,8 +35,6 @@ impl Ctx {
             .build()
             .await
             .expect("table client");
-        // Through the Python reader, which deletes the datasets it made when the test binary
-        // ends, so the emulator's catalog does not slow the binaries after this one.
         let dataset = env.new_dataset("outflow");
         Ctx { env, dataset, tables }
     }
@@ -66,7 +54,7 @@ impl Ctx {
     pub fn options(&self, table: &str) -> BigQuerySinkOptionsBuilder {
         BigQuerySinkOptions::builder()
             .project(&self.env.project)
-            .dataset(&self.dataset)
+            .dataset(self.dataset.name())
             .table(table)
             .connection(self.connection())
             .retry(Self::quick_retry())
@@ -89,7 +77,7 @@ impl Ctx {
             .tables
             .get_table()
             .set_project_id(&self.env.project)
-            .set_dataset_id(&self.dataset)
+            .set_dataset_id(self.dataset.name())
             .set_table_id(table)
             .send()
             .await
@@ -106,7 +94,7 @@ impl Ctx {
             .tables
             .list_tables()
             .set_project_id(&self.env.project)
-            .set_dataset_id(&self.dataset)
+            .set_dataset_id(self.dataset.name())
             .send()
             .await
             .expect("tables.list")
@@ -123,13 +111,13 @@ impl Ctx {
         self.tables
             .insert_table()
             .set_project_id(&self.env.project)
-            .set_dataset_id(&self.dataset)
+            .set_dataset_id(self.dataset.name())
             .set_table(
                 bq::Table::new()
                     .set_table_reference(
                         bq::TableReference::new()
                             .set_project_id(&self.env.project)
-                            .set_dataset_id(&self.dataset)
+                            .set_dataset_id(self.dataset.name())
                             .set_table_id(table),
                     )
                     .set_schema(bq::TableSchema::new().set_fields(schema.to_api())),

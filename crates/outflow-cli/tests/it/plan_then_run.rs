@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
-use outflow_testkit::bigquery::BigQueryEnv;
+use outflow_testkit::bigquery::{BigQueryEnv, Dataset};
 use outflow_testkit::bigtable::{cbt, emulator_host, python_read};
 use outflow_testkit::iceberg::{Reader, TestCatalog};
 use outflow_testkit::unique_name;
@@ -508,7 +508,7 @@ fn bigquery_schema(columns: &[Column]) -> String {
 /// Where one sink's cases write, and how their tables are read back.
 enum Target {
     Iceberg,
-    BigQuery { env: BigQueryEnv, dataset: String },
+    BigQuery(Dataset),
 }
 
 /// A table as read back: its columns and rows, or `None` when it does not exist.
@@ -536,7 +536,8 @@ impl Target {
             Target::Iceberg => format!(
                 "sink:\n  iceberg:\n    catalog: {{ type: sql, uri: lake/catalog.db, warehouse: lake/wh }}\n    table: db.{table}\n{common}"
             ),
-            Target::BigQuery { env, dataset } => {
+            Target::BigQuery(dataset) => {
+                let env = dataset.env();
                 // Creation takes the configured schema: the table's, for the setup job.
                 let schema = if create == "create_if_needed" {
                     format!("    schema: {}\n", bigquery_schema(&case.table_columns()))
@@ -555,7 +556,7 @@ impl Target {
     fn destination(&self, table: &str) -> String {
         match self {
             Target::Iceberg => format!("db.{table}"),
-            Target::BigQuery { env, dataset } => format!("{}.{dataset}.{table}", env.project),
+            Target::BigQuery(dataset) => format!("{}.{dataset}.{table}", dataset.env().project),
         }
     }
 
@@ -581,8 +582,8 @@ impl Target {
                     rows: outflow_testkit::iceberg::rows(&read).clone(),
                 })
             }
-            Target::BigQuery { env, dataset } => {
-                let read = env.try_read_table(dataset, table)?;
+            Target::BigQuery(dataset) => {
+                let read = dataset.env().try_read_table(dataset, table)?;
                 let columns = read["schema"]
                     .as_array()
                     .unwrap()
@@ -608,7 +609,7 @@ impl Target {
             name: c["name"].as_str().unwrap().into(),
             ty: match self {
                 Target::Iceberg => ty.into(),
-                Target::BigQuery { .. } => bigquery_type(ty).into(),
+                Target::BigQuery(_) => bigquery_type(ty).into(),
             },
             required: c["required"].as_bool().unwrap(),
         }
@@ -768,7 +769,7 @@ fn run_case(target: &Target, case: &Case) -> String {
     // of the destination NULLABLE, where BigQuery's keeps the modes of the staging table,
     // created with the destination's fields (`Admin::create_staging`). So after a truncate
     // on the emulator the modes are taken as planned; names and types are still compared.
-    let copied = matches!(target, Target::BigQuery { .. })
+    let copied = matches!(target, Target::BigQuery(_))
         && case.write == Write::Truncate
         && (run_code == 0 || run_code == 3);
     if copied && let Some(after) = &mut after {
@@ -943,7 +944,7 @@ fn plan_then_run_iceberg() {
 fn plan_then_run_bigquery() {
     let env = BigQueryEnv::from_env();
     let dataset = env.new_dataset("plan");
-    let target = Target::BigQuery { env, dataset };
+    let target = Target::BigQuery(dataset);
     run_cases("BigQuery", Case::cases(Sink::BigQuery, BIGQUERY_CASES), |case| {
         run_case(&target, case)
     });
