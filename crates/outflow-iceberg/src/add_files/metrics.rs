@@ -17,8 +17,10 @@ use iceberg::spec::{
 };
 use outflow_core::schema::{MappedField, NameMapping, split_path};
 
+use parquet::file::metadata::ParquetMetaData;
+
 use super::footer::FileFacts;
-use super::schema::{Encoding, Leaf, Stat, Unit};
+use super::schema::{Encoding, Leaf, SchemaCache, Stat, Unit};
 
 /// Characters (strings) or bytes (binary) a bound keeps, as Iceberg's `truncate(16)`.
 const TRUNCATE: usize = 16;
@@ -89,6 +91,32 @@ pub(crate) fn data_file(
     partition: Struct,
     spec_id: i32,
 ) -> Result<DataFile, String> {
+    builder(facts, resolved)
+        .partition(partition)
+        .partition_spec_id(spec_id)
+        .build()
+        .map_err(|e| format!("building the data file: {e}"))
+}
+
+/// The data file of a Parquet file Outflow wrote in the table's `schema` (its field ids in
+/// the file), from the footer its writer returned: the metrics AddFiles registers for a
+/// file. Unpartitioned; the caller sets the partition and NaN counts.
+pub(crate) fn written_data_file(
+    location: String,
+    size: u64,
+    footer: &ParquetMetaData,
+    schema: &IcebergSchema,
+    schemas: &SchemaCache,
+) -> Result<DataFileBuilder, String> {
+    let facts = super::footer::facts(location, size, footer, schemas).map_err(|f| f.message)?;
+    let resolved = resolve_leaves(&facts.schema.leaves, true, schema, None)?;
+    let mut file = builder(&facts, &resolved);
+    file.partition(Struct::empty());
+    Ok(file)
+}
+
+/// The metrics of `facts` by table field id, in a builder without a partition.
+fn builder(facts: &FileFacts, resolved: &[Option<Resolved>]) -> DataFileBuilder {
     let mut sizes: HashMap<i32, u64> = HashMap::new();
     let mut values: HashMap<i32, u64> = HashMap::new();
     let mut nulls: HashMap<i32, u64> = HashMap::new();
@@ -130,8 +158,6 @@ pub(crate) fn data_file(
         .content(DataContentType::Data)
         .file_path(facts.location.clone())
         .file_format(DataFileFormat::Parquet)
-        .partition(partition)
-        .partition_spec_id(spec_id)
         .record_count(facts.record_count)
         .file_size_in_bytes(facts.size)
         .column_sizes(sizes)
@@ -141,8 +167,6 @@ pub(crate) fn data_file(
         .upper_bounds(upper)
         .split_offsets(facts.split_offsets.clone());
     builder
-        .build()
-        .map_err(|e| format!("building the data file: {e}"))
 }
 
 /// `value` in `from` units as `to` units, rounding down (`up` false) or up when `to` is

@@ -73,8 +73,10 @@ pub use self::report::{
 
 use self::footer::FileFacts;
 use self::metrics::Resolved;
+pub(crate) use self::metrics::written_data_file;
 use self::objects::Objects;
 use self::schema::ConvertedSchema;
+pub(crate) use self::schema::SchemaCache;
 use crate::admin::create_with_name_mapping;
 use crate::client::IcebergCatalog;
 use crate::client::IcebergResultExt;

@@ -385,13 +385,6 @@ fn field(
 ) -> Result<Field, SchemaError> {
     let name = rename.unwrap_or(t.name()).to_string();
     let path = join_path(parent, &name);
-    if name.contains('.') {
-        // Column paths are dotted throughout (planner, pinned columns, name mappings).
-        return Err(unsupported(
-            &path,
-            format!("the name {name:?}, which contains a dot,"),
-        ));
-    }
     let rep = repetition(t);
     if rep == Repetition::REPEATED {
         if rename.is_some() {

@@ -547,6 +547,62 @@ async fn parquet_rs_files_register_by_name_or_by_matching_field_ids() {
     assert_eq!(plain_file["nulls"]["name"], json!(1));
 }
 
+/// Dots are legal in Iceberg and Parquet names (pandas' `json_normalize` writes `user.id`):
+/// columns named so register by name (the table's name mapping) and by field id, at the
+/// top level and nested.
+#[tokio::test]
+async fn columns_with_dots_in_their_names_register_by_name_and_by_field_id() {
+    use arrow_array::StructArray;
+    let lake = Lake::new();
+    let dotted = |ids: std::ops::Range<i64>| {
+        let inner = Arc::new(Field::new("lat.deg", DataType::Int64, true));
+        let geo = StructArray::from(vec![(
+            inner,
+            Arc::new(Int64Array::from_iter_values(ids.clone().map(|i| i * 10))) as ArrayRef,
+        )]);
+        batch(vec![
+            int64("id", ids.clone().map(Some).collect(), false),
+            int64("user.id", ids.clone().map(|i| Some(i + 100)).collect(), true),
+            (Field::new("geo", geo.data_type().clone(), true), Arc::new(geo)),
+        ])
+    };
+    let rows = |ids: std::ops::Range<i64>| -> Vec<Value> {
+        ids.map(|i| json!({"id": i, "user.id": i + 100, "geo": {"lat.deg": i * 10}}))
+            .collect()
+    };
+
+    // By name. Java reads the struct of a file without ids as null (module docs), so the
+    // readers are compared without it and PyIceberg's rows are checked whole.
+    let by_name = table_name();
+    let file = lake.parquet_rs("by_name.parquet", &dotted(0..2), true);
+    let result = add(lake.options(&by_name).build().unwrap(), &[file]).await;
+    assert!(result.table_created && result.is_clean(), "{}", result.render());
+    let read = read_except(lake.readers(), &by_name, &["geo"]);
+    assert_eq!(types(&read)[1], ("user.id".into(), t("long"), false));
+    assert_eq!(read_rows(&read), rows(0..2));
+
+    // By field id: the sink writes a table with both (its files carry ids), and a file
+    // with the table's ids registers.
+    let by_id = table_name();
+    let options = options(&lake.fx.config, &by_id).build().unwrap();
+    write_all(options, vec![dotted(0..2)]).await.unwrap();
+    let catalog = IcebergCatalog::connect(&lake.fx.config).await.unwrap();
+    let ident = parse_table_ident(&by_id).unwrap();
+    let iceberg_table = catalog.require_table(&ident).await.unwrap();
+    let arrow = iceberg::arrow::schema_to_arrow_schema(iceberg_table.metadata().current_schema()).unwrap();
+    let with_ids = outflow_core::schema::conform_batch(&dotted(2..3), &Arc::new(arrow)).unwrap();
+    let with_ids = lake.parquet_rs("with_ids.parquet", &with_ids, true);
+    let result = add(lake.options(&by_id).build().unwrap(), &[with_ids]).await;
+    assert!(
+        result.is_clean() && result.files_added == 1,
+        "{}",
+        result.render()
+    );
+    assert_eq!(read_rows(&lake.read(&by_id)), rows(0..3));
+    let meta = lake.pyiceberg(&by_id, Some("id >= 1"));
+    assert_eq!(meta["filtered_rows"], json!(2));
+}
+
 // ------------------------------------------------------------------------------- evolution rules
 
 #[tokio::test]

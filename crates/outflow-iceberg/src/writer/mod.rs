@@ -1,5 +1,8 @@
-//! A table's open data files: Parquet through iceberg-rust's rolling and fan-out writers,
-//! spread over writer tasks so that encoding, the costly part of a write, uses every core.
+//! A table's open data files: Parquet (Outflow's own file writer, in [`parquet_file`])
+//! through iceberg-rust's rolling and fan-out writers, spread over writer tasks so that
+//! encoding, the costly part of a write, uses every core.
+
+mod parquet_file;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -10,7 +13,6 @@ use iceberg::spec::PartitionKey;
 use iceberg::spec::{DataFile, DataFileFormat, TableMetadata};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
-use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, DefaultLocationGenerator, LocationGenerator,
 };
@@ -22,6 +24,7 @@ use outflow_core::{Error, Result};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
+use self::parquet_file::ParquetFiles;
 use crate::client::IcebergResultExt;
 use crate::options::IcebergSinkOptions;
 
@@ -100,10 +103,9 @@ impl LocationGenerator for TrackedLocations {
     }
 }
 
-type ParquetRolling =
-    RollingFileWriterBuilder<ParquetWriterBuilder, TrackedLocations, DefaultFileNameGenerator>;
+type ParquetRolling = RollingFileWriterBuilder<ParquetFiles, TrackedLocations, DefaultFileNameGenerator>;
 pub(crate) type DataWriterBuilder =
-    DataFileWriterBuilder<ParquetWriterBuilder, TrackedLocations, DefaultFileNameGenerator>;
+    DataFileWriterBuilder<ParquetFiles, TrackedLocations, DefaultFileNameGenerator>;
 
 /// Open data files of one table.
 enum FileWriter {
@@ -259,7 +261,7 @@ pub(crate) fn data_files(
         .set_compression(Compression::ZSTD(level))
         .build();
     let rolling: ParquetRolling = RollingFileWriterBuilder::new(
-        ParquetWriterBuilder::new(properties, metadata.current_schema().clone()),
+        ParquetFiles::new(properties, metadata.current_schema().clone()).doing("opening data files")?,
         target_bytes as usize,
         table.file_io().clone(),
         TrackedLocations::new(metadata, names.opened.clone())?,
