@@ -66,7 +66,7 @@ find_python() {
 
 stamp_value() {
     # Changes whenever the pins, the interpreter or this script's install recipe change.
-    { cat "$REQS"; echo "python=$1"; echo "recipe=3"; } | sha256sum | cut -d' ' -f1
+    { cat "$REQS"; echo "python=$1"; echo "recipe=4"; } | sha256sum | cut -d' ' -f1
 }
 
 install() {
@@ -85,7 +85,13 @@ install() {
     rm -rf "$VENV"
     mkdir -p "$CACHE"
     "$py" -m venv "$VENV" || die "python -m venv failed"
-    # --no-compile: modules are compiled as the server first imports them (see readers.sh).
+    # The venv keeps the bytecode it compiles, though this machine sets
+    # PYTHONDONTWRITEBYTECODE (see keep_bytecode in scripts/setup/readers.sh); so
+    # --no-compile: modules are compiled once, as the server and the reader first import them.
+    local site
+    site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+        || die "no site-packages in $VENV"
+    echo 'import sys; sys.dont_write_bytecode = False' >"$site/outflow-keep-bytecode.pth"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-compile \
         --no-deps -r "$REQS" || die "pip install failed (see the output above)"
     mkdir -p "$DUCKDB_HOME"
