@@ -33,6 +33,8 @@ PROJECT="test-project"
 WAIT_SECS="${OUTFLOW_BIGQUERY_WAIT_SECS:-60}"
 
 die() { echo "bigquery.sh: $*" >&2; exit 1; }
+# shellcheck source=../lib/python.sh
+source "$REPO/scripts/lib/python.sh"
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -85,13 +87,9 @@ install() {
     rm -rf "$VENV"
     mkdir -p "$CACHE"
     "$py" -m venv "$VENV" || die "python -m venv failed"
-    # The venv keeps the bytecode it compiles, though this machine sets
-    # PYTHONDONTWRITEBYTECODE (see keep_bytecode in scripts/setup/readers.sh); so
-    # --no-compile: modules are compiled once, as the server and the reader first import them.
-    local site
-    site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
-        || die "no site-packages in $VENV"
-    echo 'import sys; sys.dont_write_bytecode = False' >"$site/outflow-keep-bytecode.pth"
+    # --no-compile: modules are compiled once, as the server and the reader first import
+    # them, and kept (keep_bytecode, scripts/lib/python.sh).
+    keep_bytecode "$VENV" || die "no site-packages in $VENV"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-compile \
         --no-deps -r "$REQS" || die "pip install failed (see the output above)"
     mkdir -p "$DUCKDB_HOME"

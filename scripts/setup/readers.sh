@@ -23,6 +23,8 @@ FORCE=0
 [[ "${1:-}" == "--force" ]] && FORCE=1
 
 die() { echo "readers.sh: $*" >&2; exit 1; }
+# shellcheck source=../lib/python.sh
+source "$REPO/scripts/lib/python.sh"
 log() { echo "readers.sh: $*" >&2; }
 
 mkdir -p "$RUN" "$JARDIR"
@@ -59,17 +61,6 @@ find_python311() {
   return 1
 }
 
-# Makes the venv's Python keep the bytecode it compiles, even where PYTHONDONTWRITEBYTECODE
-# is set (this machine sets it): without it, the venv has no .pyc files at all (pip installs
-# with --no-compile) and every Python process compiles every module it imports again, 3 to
-# 4 CPU-seconds more for each start of a reader. A .pth line runs at every start.
-keep_bytecode() {
-  local site
-  site="$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
-    || die "no site-packages in $1"
-  echo 'import sys; sys.dont_write_bytecode = False' >"$site/outflow-keep-bytecode.pth"
-}
-
 PY311="$(find_python311)" || die "no Python 3.11 found (pyenv 3.11.x, python3.11 on PATH, or set OUTFLOW_PYTHON311)"
 PY_STAMP="$(printf '%s\n%s\nrecipe=2\n' "$("$PY311" -c 'import sys; print(sys.version)')" \
   "$(hash_files "$PYDIR/requirements.txt")" | sha256sum | cut -d' ' -f1)"
@@ -82,7 +73,7 @@ else
   t0=$SECONDS
   rm -rf "$VENV"
   "$PY311" -m venv "$VENV"
-  keep_bytecode "$VENV"
+  keep_bytecode "$VENV" || die "no site-packages in $VENV"
   # pip resolves from PyPI; bounded by its own timeouts and retries. --no-compile: Python
   # compiles the modules the readers import when they first load them (keep_bytecode);
   # compiling every module of every package up front took half of this step's CPU, during
