@@ -284,32 +284,28 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def serve() -> None:
-    """Runs subcommands read from stdin, one a line, so a test binary starts Python once.
+    """Runs subcommands read from stdin (served.py), so a test binary starts Python once.
 
-    When stdin ends (the test binary is done), the datasets it created are deleted with
-    their tables: the emulator's every lookup scans its whole catalog, so BigQuery calls of
-    the binaries after it would take a quarter longer with them left in place.
+    When stdin ends (the test binary is done), the datasets it created and did not delete
+    are deleted with their tables: the emulator's every lookup scans its whole catalog, so
+    BigQuery calls of the binaries after it would take a quarter longer with them left in
+    place.
     """
     import contextlib
-    import io
-    import traceback
 
-    created = []
-    for line in sys.stdin:
-        argv = line.rstrip("\n").split("\t")
-        out = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(out):
-                main(argv)
-            answer = '{"ok":true,"doc":' + out.getvalue().strip() + "}"
-            if argv[:1] == ["create-dataset"]:
-                created.append(argv)
-        except BaseException as e:  # argparse and client_for exit; the client raises
-            traceback.print_exc(file=sys.stderr)
-            answer = canonical({"ok": False, "error": f"{type(e).__name__}: {e}"})
-        sys.stdout.write(answer + "\n")
-        sys.stdout.flush()
-    for argv in created:
+    import served
+
+    created = {}
+
+    def run(argv):
+        main(argv)
+        if argv[:1] == ["create-dataset"]:
+            created[build_parser().parse_args(argv).dataset] = argv
+        elif argv[:1] == ["delete-dataset"]:
+            created.pop(build_parser().parse_args(argv).dataset, None)
+
+    served.serve(run)
+    for argv in created.values():
         args = build_parser().parse_args(argv)
         with contextlib.suppress(Exception):  # the emulator may be gone already
             client_for(args).delete_dataset(args.dataset, delete_contents=True, not_found_ok=True)

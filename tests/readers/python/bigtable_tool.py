@@ -190,32 +190,10 @@ def main(argv=None) -> int:
     return 0
 
 
-def serve() -> None:
-    """Runs subcommands read from stdin, one a line, until stdin ends (the test binary is done)."""
-    import contextlib
-    import io
-    import traceback
-
-    for line in sys.stdin:
-        argv = line.rstrip("\n").split("\t")
-        out = io.StringIO()
-        err = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = main(argv)
-            if code == 0:
-                answer = '{"ok":true,"doc":' + out.getvalue().strip() + "}"
-            else:
-                answer = json.dumps({"ok": False, "error": err.getvalue().strip()})
-        except BaseException as e:  # argparse exits; the client raises
-            traceback.print_exc(file=sys.stderr)
-            answer = json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"})
-        sys.stdout.write(answer + "\n")
-        sys.stdout.flush()
-
-
 if __name__ == "__main__":
     if sys.argv[1:] == ["serve"]:
-        serve()
+        import served
+
+        served.serve(main)
     else:
         sys.exit(main())

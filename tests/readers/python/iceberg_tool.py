@@ -510,28 +510,10 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"{args.command} failed: {type(e).__name__}: {e}")
 
 
-def serve() -> None:
-    """Runs subcommands read from stdin, one a line, so a test binary starts Python once."""
-    import contextlib
-    import io
-
-    for line in sys.stdin:
-        argv = line.rstrip("\n").split("\t")
-        out, err = io.StringIO(), io.StringIO()
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                main(argv)
-            answer = '{"ok":true,"doc":' + out.getvalue().strip() + "}"
-        except SystemExit:
-            answer = canonical({"ok": False, "error": err.getvalue().strip() or "exited"})
-        except Exception as e:  # main() turns failures into SystemExit; anything else too
-            answer = canonical({"ok": False, "error": f"{type(e).__name__}: {e}"})
-        sys.stdout.write(answer + "\n")
-        sys.stdout.flush()
-
-
 if __name__ == "__main__":
     if sys.argv[1:] == ["serve"]:
-        serve()
+        import served
+
+        served.serve(main)
     else:
         main()
