@@ -212,46 +212,46 @@ fn count_nans(fields: &arrow_schema::Fields, columns: &[ArrayRef], counts: &mut 
 }
 
 fn count_field(field: &Field, array: &dyn Array, counts: &mut HashMap<i32, u64>) {
-    let nans = match field.data_type() {
-        DataType::Float32 => Some(nans::<Float32Type>(array, f32::is_nan)),
-        DataType::Float64 => Some(nans::<Float64Type>(array, f64::is_nan)),
-        _ => None,
-    };
-    if let Some(nans) = nans {
-        let id = field
-            .metadata()
-            .get(PARQUET_FIELD_ID_META_KEY)
-            .and_then(|id| id.parse::<i32>().ok());
-        if let Some(id) = id {
-            *counts.entry(id).or_default() += nans as u64;
-        }
-        return;
-    }
     match field.data_type() {
-        DataType::Struct(children) => {
-            let array = array.as_struct();
-            count_nans(children, array.columns(), counts);
-        }
+        DataType::Float32 => add(field, nans::<Float32Type>(array, f32::is_nan), counts),
+        DataType::Float64 => add(field, nans::<Float64Type>(array, f64::is_nan), counts),
+        DataType::Struct(children) => count_nans(children, array.as_struct().columns(), counts),
         DataType::List(element) => {
             let list = array.as_list::<i32>();
-            count_field(element, &in_range(list.values(), list.value_offsets()), counts);
+            count_field(
+                element,
+                in_range(list.values(), list.value_offsets()).as_ref(),
+                counts,
+            );
         }
         DataType::LargeList(element) => {
             let list = array.as_list::<i64>();
-            count_field(element, &in_range(list.values(), list.value_offsets()), counts);
+            count_field(
+                element,
+                in_range(list.values(), list.value_offsets()).as_ref(),
+                counts,
+            );
         }
         DataType::Map(entries, _) => {
-            let map = array.as_map();
             let DataType::Struct(parts) = entries.data_type() else {
                 return;
             };
-            let offsets = map.value_offsets();
-            let start = offsets.first().copied().unwrap_or(0) as usize;
-            let end = offsets.last().copied().unwrap_or(0) as usize;
-            let entries = map.entries().slice(start, end - start);
-            count_nans(parts, entries.columns(), counts);
+            let map = array.as_map();
+            let in_map = in_range(map.entries(), map.value_offsets());
+            count_nans(parts, in_map.as_struct().columns(), counts);
         }
         _ => {}
+    }
+}
+
+/// Adds `nans` to the count of `field`'s id (a field without one is not counted).
+fn add(field: &Field, nans: usize, counts: &mut HashMap<i32, u64>) {
+    if let Some(id) = field
+        .metadata()
+        .get(PARQUET_FIELD_ID_META_KEY)
+        .and_then(|id| id.parse::<i32>().ok())
+    {
+        *counts.entry(id).or_default() += nans as u64;
     }
 }
 
@@ -265,8 +265,8 @@ fn nans<T: ArrowPrimitiveType>(array: &dyn Array, is_nan: fn(T::Native) -> bool)
         .count()
 }
 
-/// The child values a (possibly sliced) list array's offsets reach.
-fn in_range<O: arrow_array::OffsetSizeTrait>(values: &ArrayRef, offsets: &[O]) -> ArrayRef {
+/// The child values a (possibly sliced) list or map array's offsets reach.
+fn in_range<O: arrow_array::OffsetSizeTrait>(values: &dyn Array, offsets: &[O]) -> ArrayRef {
     let start = offsets.first().map_or(0, |o| o.as_usize());
     let end = offsets.last().map_or(0, |o| o.as_usize());
     values.slice(start, end - start)
