@@ -433,6 +433,7 @@ async fn outflow_run_executes_an_engine_job_on_the_cluster() {
         quiet: true,
         json: true,
         reload: false,
+        until_caught_up: false,
     })
     .await;
     assert_eq!(status, outflow_cli::exit::ExitStatus::Ok);

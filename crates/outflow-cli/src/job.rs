@@ -380,6 +380,105 @@ impl std::fmt::Display for Literal {
     }
 }
 
+/// A streaming job file: a Kafka source read until stopped, committed at checkpoints
+/// together with the offsets it read (see docs/streaming.md).
+///
+/// ```yaml
+/// id: orders-to-lake            # the job's id: destinations keep offsets per id
+/// source:
+///   kafka: { brokers: 127.0.0.1:9092, topics: [orders], group: orders-to-lake }
+///   json: { infer_rows: 1000 }  # or { schema: [...] }
+/// checkpoint: { interval: 10s, rows: 1000000 }
+/// transforms: [...]
+/// sink: { iceberg: { ... } }
+/// dead_letter: failed.ndjson
+/// ```
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamJob<S = SinkSpec> {
+    /// The job's id (letters, digits, `-_.`): each destination keeps the offsets of the rows
+    /// it holds under it. Two processes of one job share it. Default: the consumer group.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The stream to read.
+    pub source: StreamSourceSpec,
+    /// When to commit.
+    #[serde(default)]
+    pub checkpoint: CheckpointSpec,
+    /// Transforms applied to every batch, in order.
+    #[serde(default)]
+    pub transforms: Vec<TransformSpec>,
+    /// Where rows go: exactly one sink, keyed by its name, writing one fixed table.
+    pub sink: S,
+    /// An NDJSON file that receives the records that do not decode or that the sink
+    /// rejects, each with its topic, partition and offset. Without it, such a record stops
+    /// the job before the checkpoint that would hold it.
+    #[serde(default)]
+    pub dead_letter: Option<PathBuf>,
+}
+
+impl<S> StreamJob<S> {
+    /// The job's id: `id`, or the consumer group.
+    pub fn job_id(&self) -> &str {
+        self.id.as_deref().unwrap_or(&self.source.kafka.group)
+    }
+}
+
+/// The `source` section of a streaming job.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamSourceSpec {
+    /// The Kafka topics, group and client settings.
+    pub kafka: outflow_kafka::KafkaSourceOptions,
+    /// How record values are read: JSON objects, with these columns or a schema inferred
+    /// from the first `infer_rows` records (then a field not in it fails its record).
+    #[serde(default)]
+    pub json: NdjsonOptions,
+}
+
+/// The `checkpoint` section of a streaming job: a checkpoint commits what was read when
+/// either limit is reached.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSpec {
+    /// At the latest this long after the last one (default 10s).
+    #[serde(default = "default_checkpoint_interval", with = "outflow_core::duration")]
+    pub interval: std::time::Duration,
+    /// At the latest after this many records (default 1,000,000).
+    #[serde(default = "default_checkpoint_rows")]
+    pub rows: u64,
+}
+
+impl Default for CheckpointSpec {
+    fn default() -> Self {
+        CheckpointSpec {
+            interval: default_checkpoint_interval(),
+            rows: default_checkpoint_rows(),
+        }
+    }
+}
+
+fn default_checkpoint_interval() -> std::time::Duration {
+    std::time::Duration::from_secs(10)
+}
+
+fn default_checkpoint_rows() -> u64 {
+    1_000_000
+}
+
+/// Only what tells a streaming job file from a batch one: a `source.kafka` key.
+#[derive(Deserialize)]
+struct Peek {
+    #[serde(default)]
+    source: Option<PeekSource>,
+}
+
+#[derive(Deserialize)]
+struct PeekSource {
+    #[serde(default)]
+    kafka: Option<serde::de::IgnoredAny>,
+}
+
 /// A job file read from disk, its variables substituted, ready to parse.
 #[derive(Debug)]
 pub struct JobFile {
@@ -443,6 +542,37 @@ impl JobFile {
         if job.source.batch_size == 0 {
             return Err(self.key_error("source.batch_size", "must be at least 1"));
         }
+        Ok(job)
+    }
+
+    /// Whether this is a streaming job (its source is `kafka`). A file that does not parse
+    /// at all is not: parsing it as a batch job then says why.
+    pub fn is_stream(&self) -> bool {
+        from_yaml::<Peek>(self.text.text())
+            .ok()
+            .and_then(|p| p.source)
+            .is_some_and(|s| s.kafka.is_some())
+    }
+
+    /// Parses a streaming job, with the sink section read as `S`; errors as
+    /// [`JobFile::parse`].
+    pub fn parse_stream<S: DeserializeOwned>(&self) -> Result<StreamJob<S>> {
+        let job: StreamJob<S> = from_yaml(self.text.text()).map_err(|e| self.yaml_error(&e))?;
+        if job.checkpoint.rows == 0 {
+            return Err(self.key_error("checkpoint.rows", "must be at least 1"));
+        }
+        if job.checkpoint.interval.is_zero() {
+            return Err(self.key_error("checkpoint.interval", "must be longer than 0s"));
+        }
+        if job.source.json.infer_rows == 0 && job.source.json.schema.is_none() {
+            return Err(self.key_error("source.json.infer_rows", "must be at least 1"));
+        }
+        outflow_core::checkpoint::validate_job_id(job.job_id())
+            .map_err(|e| self.key_error("id", e.message()))?;
+        job.source
+            .kafka
+            .validate()
+            .map_err(|e| self.key_error("source", e.message()))?;
         Ok(job)
     }
 

@@ -9,6 +9,8 @@
 //!   `sink:` section and opening the sink it names are `outflow-sinks`' business.
 //! - [`run`]: the runner, generic over the core `Sink` and `PrepareDestination` traits;
 //!   [`loads`]: what it skips on a rerun, by the destinations' load ledgers.
+//! - `stream` (feature `kafka`): streaming jobs, Kafka into a sink, committed at
+//!   checkpoints with the offsets they read.
 //! - [`input`]: what the sink receives (the pipeline's rows, or the engine query's), and
 //!   the check of the sink's options against its schema that `check`, `plan` and `run` share.
 //! - [`output`]: progress, the summary table, the plan tree and `--json` documents.
@@ -27,4 +29,6 @@ pub mod loads;
 pub mod output;
 pub mod run;
 pub mod source;
+#[cfg(feature = "kafka")]
+pub mod stream;
 pub mod transform;

@@ -194,7 +194,7 @@ impl Interrupt {
     }
 
     /// Returns once the run has been asked to stop.
-    async fn raised(&self) {
+    pub(crate) async fn raised(&self) {
         let mut raised = self.0.subscribe();
         // The sender lives in `self`, so waiting cannot fail.
         let _ = raised.wait_for(|&raised| raised).await;
@@ -211,7 +211,7 @@ impl Interrupt {
     }
 
     /// The interrupted error if the run has been asked to stop.
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if *self.0.borrow() {
             return Err(Self::error());
         }

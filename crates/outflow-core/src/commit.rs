@@ -24,6 +24,7 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::Checkpoint;
 use crate::loads::LoadedFile;
 use crate::sink::{Sink, WriteResult};
 use crate::{Error, ErrorKind, Result};
@@ -82,6 +83,24 @@ pub trait Committer: Send + Sync {
             "this sink keeps no record of the files a statement loads",
         ))
     }
+
+    /// Commits as [`Committer::commit`], into the one destination `destination`, together
+    /// with `checkpoint`'s offsets (see [`crate::checkpoint`]): the rows and the offsets
+    /// become visible at once, and a destination that holds other offsets than the
+    /// checkpoint began at refuses it. A checkpoint that read records but staged no rows
+    /// (every record filtered out or rejected) still commits its offsets. A committer that
+    /// cannot store offsets refuses.
+    async fn commit_checkpoint(
+        &self,
+        _committables: Vec<Self::Committable>,
+        _destination: &str,
+        _checkpoint: &Checkpoint,
+    ) -> Result<WriteResult> {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            "this sink cannot commit the source offsets of a streaming job",
+        ))
+    }
 }
 
 /// A [`TwoPhaseSink`] whose committables are JSON, for engines that send them elsewhere.
@@ -121,6 +140,14 @@ pub trait DynCommitter: Send + Sync {
         committables: Vec<serde_json::Value>,
         files: &[LoadedFile],
     ) -> Result<WriteResult>;
+
+    /// [`Committer::commit_checkpoint`], with each committable as JSON.
+    async fn commit_json_checkpoint(
+        &self,
+        committables: Vec<serde_json::Value>,
+        destination: &str,
+        checkpoint: &Checkpoint,
+    ) -> Result<WriteResult>;
 }
 
 fn typed<C: DeserializeOwned>(committables: Vec<serde_json::Value>) -> Result<Vec<C>> {
@@ -144,6 +171,16 @@ impl<C: Committer> DynCommitter for C {
         files: &[LoadedFile],
     ) -> Result<WriteResult> {
         self.commit_loaded(typed(committables)?, files).await
+    }
+
+    async fn commit_json_checkpoint(
+        &self,
+        committables: Vec<serde_json::Value>,
+        destination: &str,
+        checkpoint: &Checkpoint,
+    ) -> Result<WriteResult> {
+        self.commit_checkpoint(typed(committables)?, destination, checkpoint)
+            .await
     }
 }
 

@@ -8,6 +8,7 @@
 //! - [`commit`]: the two-phase write contract: writers prepare, one committer commits.
 //! - [`destination`]: dynamic destinations, a table chosen per row.
 //! - [`loads`]: the load ledger that makes reruns on the same files exactly-once.
+//! - [`checkpoint`]: the source offsets streaming jobs commit with their rows.
 //! - [`retry`]: the retry and backoff policy the sinks share.
 //! - [`Error`]: the one error type.
 #![deny(missing_docs)]
@@ -16,6 +17,7 @@ mod disposition;
 mod error;
 pub(crate) mod named;
 
+pub mod checkpoint;
 pub mod commit;
 pub mod destination;
 pub mod duration;
@@ -26,6 +28,7 @@ pub mod schema;
 pub mod select;
 pub mod sink;
 
+pub use checkpoint::{Checkpoint, OffsetRange, Offsets, TopicPartition};
 pub use commit::{Committer, DynCommitter, DynTwoPhaseSink, Prepared, TwoPhaseSink};
 pub use destination::{Assignment, Destination, RoutedRows, Routing, TableTemplate, UnroutedRow};
 pub use disposition::{CreateDisposition, WriteDisposition};

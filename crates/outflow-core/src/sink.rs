@@ -15,6 +15,7 @@ use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::Offsets;
 use crate::evolution::EvolutionPlan;
 use crate::loads::{LoadedFile, LoadedFiles};
 use crate::named::named_enum;
@@ -73,6 +74,9 @@ pub enum SourcePosition {
     Line(u64),
     /// The 0-based row offset in a file of rows (Parquet).
     Row(u64),
+    /// The offset of a record in a Kafka partition; the source's `file` is then the
+    /// partition, `topic/partition`.
+    Offset(i64),
 }
 
 /// What a sink wrote to one destination.
@@ -314,6 +318,13 @@ pub trait PrepareDestination: Send + Sync {
     /// [`crate::loads`]): empty for a table that does not exist yet, `None` for a sink that
     /// keeps no ledger (every run loads every file).
     async fn loaded_files(&self, _destination: &str) -> Result<Option<LoadedFiles>> {
+        Ok(None)
+    }
+
+    /// The source offsets of streaming job `job` that `destination` holds (see
+    /// [`crate::checkpoint`]): empty for a table that does not exist yet, `None` for a sink
+    /// that cannot store offsets (a streaming job refuses it).
+    async fn stored_offsets(&self, _destination: &str, _job: &str) -> Result<Option<Offsets>> {
         Ok(None)
     }
 }

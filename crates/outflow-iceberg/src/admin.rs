@@ -15,7 +15,7 @@ use outflow_core::evolution::EvolutionPlan;
 use outflow_core::schema::{InputSchema, NameMapping, Schema};
 use outflow_core::{
     Aborted, CreateDisposition, DestinationPlan, Error, ErrorKind, EvolutionPlanner,
-    IncompatibleSchemaHandling, LoadedFiles, PlannedAction, PrepareDestination, Result,
+    IncompatibleSchemaHandling, LoadedFiles, Offsets, PlannedAction, PrepareDestination, Result,
     SchemaEvolutionConfig, WriteDisposition,
 };
 
@@ -369,6 +369,14 @@ impl PrepareDestination for IcebergPreparer {
         match self.catalog.load_table(&ident).await? {
             Some(table) => Ok(Some(crate::loads::loaded_files(&table)?)),
             None => Ok(Some(LoadedFiles::new())),
+        }
+    }
+
+    async fn stored_offsets(&self, destination: &str, job: &str) -> Result<Option<Offsets>> {
+        let ident = parse_table_ident(destination)?;
+        match self.catalog.load_table(&ident).await? {
+            Some(table) => Ok(Some(crate::offsets::stored_offsets(&table, job)?)),
+            None => Ok(Some(Offsets::new())),
         }
     }
 }

@@ -16,13 +16,15 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
+use outflow_core::checkpoint::offsets_key;
 use outflow_core::schema::{NameMapping, Schema};
-use outflow_core::{Error, ErrorKind, Result, RetryPolicy};
+use outflow_core::{Checkpoint, Error, ErrorKind, Result, RetryPolicy};
 
 use crate::client::IcebergCatalog;
 use crate::client::IcebergResultExt;
 use crate::manifest::AppendManifest;
 use crate::manifest::merge::{GroupPlan, MergeContext, MergeSettings, merge};
+use crate::offsets::stored_offsets;
 use crate::schema::{table_name, to_iceberg_schema};
 
 /// The snapshot summary key that carries Outflow's commit id.
@@ -53,6 +55,10 @@ pub struct DataCommit {
     /// More snapshot summary properties, such as the record of the source files the rows
     /// came from ([`crate::loads`]).
     pub summary: BTreeMap<String, String>,
+    /// The streaming checkpoint this commit carries ([`crate::offsets`]): its offsets go
+    /// into the summary, and each attempt first checks that the table is where the
+    /// checkpoint began.
+    pub checkpoint: Option<Checkpoint>,
 }
 
 impl DataCommit {
@@ -80,7 +86,23 @@ impl DataCommit {
             files_per_manifest: 0,
             partition_spec_id,
             summary: BTreeMap::new(),
+            checkpoint: None,
         }
+    }
+
+    /// This commit carrying `checkpoint`: its id covers the checkpoint's offsets too, so
+    /// a checkpoint that staged no files still makes a commit of its own.
+    pub fn with_checkpoint(mut self, table: &str, checkpoint: Checkpoint) -> DataCommit {
+        self.commit_id = commit_id_for(
+            &format!("{}:{table}", checkpoint.id_text()),
+            self.files
+                .iter()
+                .map(|f| format!("{}:{}", f.file_path(), f.record_count())),
+        );
+        self.summary
+            .insert(offsets_key(&checkpoint.job), checkpoint.ends().encode());
+        self.checkpoint = Some(checkpoint);
+        self
     }
 }
 
@@ -201,6 +223,12 @@ pub async fn commit_data(
                 if let Some(snapshot_id) = find_commit(&table, &commit.commit_id) {
                     tracing::info!(table = %name, commit_id = %commit.commit_id, snapshot_id, "already committed");
                     return Ok(CommitOutcome::AlreadyCommitted { snapshot_id });
+                }
+                // Checked on the metadata this attempt commits on top of: the catalog's
+                // commit requires the same current snapshot, so no other commit can come
+                // between the check and this one.
+                if let Some(checkpoint) = &commit.checkpoint {
+                    checkpoint.check_against(&stored_offsets(&table, &checkpoint.job)?, name)?;
                 }
                 commit_attempt(catalog, &table, commit, attempt).await
             })

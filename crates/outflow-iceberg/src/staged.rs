@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use iceberg::spec::{DataFile, deserialize_data_file_from_json, serialize_data_file_to_json};
 use iceberg::table::Table;
-use outflow_core::{Committer, Error, ErrorKind, LoadedFile, Result, RetryPolicy, WriteResult};
+use outflow_core::{Checkpoint, Committer, Error, ErrorKind, LoadedFile, Result, RetryPolicy, WriteResult};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{IcebergCatalog, IcebergResultExt};
@@ -78,24 +78,52 @@ pub struct StagedCommit {
     pub outcome: CommitOutcome,
 }
 
+/// What a commit of staged files records besides the files.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Recording<'a> {
+    /// Nothing.
+    #[default]
+    Nothing,
+    /// The source files the rows came from ([`crate::loads`]), in every table's snapshot.
+    Loads(&'a [LoadedFile]),
+    /// A streaming checkpoint of the one table named ([`crate::offsets`]): committed even
+    /// when no writer staged a file for it.
+    Checkpoint(&'a str, &'a Checkpoint),
+}
+
 /// Commits every writer's staged files: one snapshot per table, an overwrite when any
 /// writer staged one, idempotent by a commit id derived from all the files.
 pub async fn commit_staged(
     catalog: &IcebergCatalog,
     staged: &[StagedFiles],
     retry: &RetryPolicy,
-    loads: Option<&[LoadedFile]>,
+    recording: Recording<'_>,
 ) -> Result<Vec<StagedCommit>> {
-    let loads = loads.map(outflow_core::loads::encode);
+    let loads = match recording {
+        Recording::Loads(files) => Some(outflow_core::loads::encode(files)),
+        _ => None,
+    };
     let mut by_table: BTreeMap<&str, Vec<&StagedFiles>> = BTreeMap::new();
     for part in staged {
         by_table.entry(part.table.as_str()).or_default().push(part);
+    }
+    if let Recording::Checkpoint(table, _) = recording {
+        if let Some(other) = by_table.keys().find(|t| **t != table) {
+            return Err(Error::internal(format!(
+                "a checkpoint of {table} was given files of {other}"
+            )));
+        }
+        by_table.entry(table).or_default();
     }
     let mut out = Vec::new();
     for (name, parts) in by_table {
         let ident = parse_table_ident(name)?;
         let table = catalog.require_table(&ident).await?;
-        let spec_id = parts[0].partition_spec_id;
+        let spec_id = parts
+            .first()
+            .map_or(table.metadata().default_partition_spec_id(), |p| {
+                p.partition_spec_id
+            });
         if let Some(other) = parts.iter().find(|p| p.partition_spec_id != spec_id) {
             return Err(Error::new(
                 ErrorKind::Conflict,
@@ -113,11 +141,18 @@ pub async fn commit_staged(
         } else {
             SnapshotKind::Append
         };
-        if files.is_empty() && kind == SnapshotKind::Append {
+        let checkpoint = match recording {
+            Recording::Checkpoint(_, checkpoint) => Some(checkpoint),
+            _ => None,
+        };
+        if files.is_empty() && kind == SnapshotKind::Append && checkpoint.is_none() {
             continue;
         }
         let count = files.len();
         let mut commit = DataCommit::of_files(name, kind, files, spec_id);
+        if let Some(checkpoint) = checkpoint {
+            commit = commit.with_checkpoint(name, checkpoint.clone());
+        }
         if let Some(loads) = &loads {
             commit
                 .summary
@@ -155,7 +190,7 @@ impl Committer for IcebergCommitter {
     type Committable = StagedFiles;
 
     async fn commit(&self, committables: Vec<StagedFiles>) -> Result<WriteResult> {
-        self.commit_recording(&committables, None).await
+        self.commit_recording(&committables, Recording::Nothing).await
     }
 
     /// Records the files in each snapshot's summary, as the sink does.
@@ -164,7 +199,19 @@ impl Committer for IcebergCommitter {
         committables: Vec<StagedFiles>,
         files: &[LoadedFile],
     ) -> Result<WriteResult> {
-        self.commit_recording(&committables, Some(files)).await
+        self.commit_recording(&committables, Recording::Loads(files))
+            .await
+    }
+
+    /// Commits the files and the checkpoint's offsets in one snapshot of `destination`.
+    async fn commit_checkpoint(
+        &self,
+        committables: Vec<StagedFiles>,
+        destination: &str,
+        checkpoint: &Checkpoint,
+    ) -> Result<WriteResult> {
+        self.commit_recording(&committables, Recording::Checkpoint(destination, checkpoint))
+            .await
     }
 }
 
@@ -172,10 +219,10 @@ impl IcebergCommitter {
     async fn commit_recording(
         &self,
         committables: &[StagedFiles],
-        loads: Option<&[LoadedFile]>,
+        recording: Recording<'_>,
     ) -> Result<WriteResult> {
         let mut result = WriteResult::default();
-        for commit in commit_staged(&self.catalog, committables, &self.retry, loads).await? {
+        for commit in commit_staged(&self.catalog, committables, &self.retry, recording).await? {
             let stats = result.destinations.entry(commit.table).or_default();
             if let CommitOutcome::Committed { .. } = commit.outcome {
                 stats.commits += 1;

@@ -195,6 +195,13 @@ impl TestCatalog {
         )
     }
 
+    /// [`TestCatalog::column_stats`] by `reader`, with `summary_values`: the values of
+    /// snapshot summary key `summary_key` along the main branch, newest first.
+    pub fn column_stats_with(&self, reader: Reader, table: &str, column: &str, summary_key: &str) -> Value {
+        let args = ["--column", column, "--summary-key", summary_key].map(String::from);
+        self.call(reader, "column-stats", table, &args)
+    }
+
     /// Has PyIceberg create `table` from a Parquet file's schema (when missing) and append
     /// its rows. `extra` holds further arguments (`--partition-field day(ts)`...).
     pub fn pyiceberg_create_and_append(&self, table: &str, parquet: &Path, extra: &[&str]) -> Value {

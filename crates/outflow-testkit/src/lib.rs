@@ -13,6 +13,8 @@ pub mod bigquery;
 pub mod bigtable;
 pub mod faults;
 pub mod iceberg;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod served;
 
 /// The repository root (where `Cargo.toml` of the workspace lies).

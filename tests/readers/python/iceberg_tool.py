@@ -325,7 +325,8 @@ def cmd_read(args: argparse.Namespace) -> None:
 
 def cmd_column_stats(args: argparse.Namespace) -> None:
     """Counts of a large table without dumping its rows: rows, snapshots, and for one
-    integer column its distinct count, min, max and sum (enough to show each id once)."""
+    integer column its distinct count, min, max and sum (enough to show each id once); with
+    --summary-key, that key's values along the main branch, newest snapshot first."""
     import pyarrow.compute as pc
 
     catalog = open_catalog(args, writable=False)
@@ -341,6 +342,15 @@ def cmd_column_stats(args: argparse.Namespace) -> None:
         "max": pc.max(column).as_py(),
         "sum": pc.sum(column).as_py(),
     }
+    if args.summary_key:
+        from pyiceberg.table.snapshots import ancestors_of
+
+        values = []
+        for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
+            value = snapshot.summary.additional_properties.get(args.summary_key) if snapshot.summary else None
+            if value is not None:
+                values.append(value)
+        doc["summary_values"] = values
     sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
 
 
@@ -472,6 +482,7 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("column-stats", help="rows, and distinct/min/max/sum of one integer column")
     common(p)
     p.add_argument("--column", required=True)
+    p.add_argument("--summary-key", default=None)
     p.set_defaults(func=cmd_column_stats)
 
     p = sub.add_parser("create-and-append", help="create a table from a Parquet file and append it")

@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// key `reload: true`).
     #[arg(long)]
     pub reload: bool,
+    /// A streaming job stops once it has read every partition up to the end offset it had
+    /// when the job was assigned it (for backfills), instead of running until stopped.
+    #[arg(long)]
+    pub until_caught_up: bool,
 }
 
 /// Runs `outflow run`.
@@ -54,6 +58,9 @@ pub async fn execute(args: RunArgs) -> ExitStatus {
         Ok(file) => file,
         Err(err) => return reporter.fail(None, &err),
     };
+    if file.is_stream() {
+        return stream_command(&file, &args, &reporter).await;
+    }
     let report = match run_job(&file, args.quiet, args.reload).await {
         Ok(report) => report,
         Err(err) => return reporter.fail(Some(&file), &err),
@@ -95,6 +102,88 @@ fn on_ctrl_c(interrupt: &Interrupt) {
         if tokio::signal::ctrl_c().await.is_ok() {
             output::eprintln("outflow: quitting at once; a commit under way may or may not have happened");
             std::process::exit(ExitStatus::Interrupted.code().into());
+        }
+    });
+}
+
+/// A streaming job: runs until a signal (SIGTERM or Ctrl-C) asks it to stop, then commits a
+/// last checkpoint; a second signal ends the process at once, committing nothing more.
+#[cfg(feature = "kafka")]
+async fn stream_command(file: &JobFile, args: &RunArgs, reporter: &Reporter) -> ExitStatus {
+    let job: crate::job::StreamJob = match file.parse_stream() {
+        Ok(job) => job,
+        Err(err) => return reporter.fail(Some(file), &err),
+    };
+    let options = crate::stream::StreamOptions {
+        until_caught_up: args.until_caught_up,
+        json: args.json,
+        quiet: args.quiet,
+        ..Default::default()
+    };
+    on_stop_signal(&options.interrupt);
+    let report = match crate::stream::run_stream(&job, file, &options).await {
+        Ok(report) => report,
+        Err(err) => return reporter.fail(Some(file), &err),
+    };
+    if args.json {
+        output::println(serde_json::json!({ "status": "ok", "stream": report }));
+    } else {
+        output::print(format_args!(
+            "{}: {} checkpoints, {} records read, {} rows written to {}, {} rejected ({:.1} s)\n",
+            report.job,
+            report.checkpoints,
+            report.records,
+            report.rows,
+            report.table,
+            report.rejected,
+            report.seconds
+        ));
+    }
+    if report.rejected > 0 {
+        ExitStatus::Rejected
+    } else {
+        ExitStatus::Ok
+    }
+}
+
+/// A streaming job in a build without the `kafka` feature: checked, then refused with the
+/// command that builds it.
+#[cfg(not(feature = "kafka"))]
+async fn stream_command(file: &JobFile, _args: &RunArgs, reporter: &Reporter) -> ExitStatus {
+    let err = match file.parse_stream::<outflow_sinks::SinkSpec>() {
+        Ok(_) => crate::features::missing("kafka", "source.kafka"),
+        Err(err) => err,
+    };
+    reporter.fail(Some(file), &err)
+}
+
+/// The first SIGTERM or Ctrl-C asks a streaming job to commit its checkpoint and stop; a
+/// second one ends the process at once.
+#[cfg(feature = "kafka")]
+fn on_stop_signal(interrupt: &Interrupt) {
+    let interrupt = interrupt.clone();
+    tokio::spawn(async move {
+        let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+            return;
+        };
+        let mut signals = 0;
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            signals += 1;
+            if signals == 1 {
+                output::eprintln(
+                    "outflow: stopping: committing the last checkpoint (signal again to quit at once, committing nothing more)",
+                );
+                interrupt.raise();
+            } else {
+                output::eprintln(
+                    "outflow: quitting at once; the last checkpoint may or may not be committed",
+                );
+                std::process::exit(ExitStatus::Interrupted.code().into());
+            }
         }
     });
 }

@@ -22,14 +22,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use outflow_core::schema::field_to_arrow;
 use outflow_core::{Error, Result};
 use tokio::sync::mpsc;
 
 pub use self::files::{Input, Location, SourceFile, resolve};
+// Shared with the JSON reading of the Kafka source.
 pub use self::origins::{RowOrigins, SinkRowOrigins, Unit};
 use crate::job::{ColumnSpec, CsvOptions, Format, SourceSpec};
+use outflow_core::schema::json::nulls_to_strings;
 
 /// The resolved source: its files, their format and the schema every batch has.
 #[derive(Debug)]
@@ -325,7 +327,7 @@ impl SourceStream {
 }
 
 /// The Arrow schema of an explicit `schema` list.
-fn explicit_schema(columns: &[ColumnSpec], format: Format) -> Result<SchemaRef> {
+pub(crate) fn explicit_schema(columns: &[ColumnSpec], format: Format) -> Result<SchemaRef> {
     let key = format!("source.{format}.schema");
     if columns.is_empty() {
         return Err(Error::invalid_config(&key, "lists no columns"));
@@ -361,20 +363,6 @@ fn explicit_schema(columns: &[ColumnSpec], format: Format) -> Result<SchemaRef> 
         fields.push(field);
     }
     Ok(Arc::new(Schema::new(fields)))
-}
-
-/// Columns inferred as `Null` (empty in every row read) become strings, so values later in
-/// the file are kept rather than dropped.
-fn nulls_to_strings(schema: Schema) -> Schema {
-    let fields: Vec<Field> = schema
-        .fields()
-        .iter()
-        .map(|f| match f.data_type() {
-            DataType::Null => f.as_ref().clone().with_data_type(DataType::Utf8),
-            _ => f.as_ref().clone(),
-        })
-        .collect();
-    Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
 /// A reader that counts the bytes it hands out, for progress.

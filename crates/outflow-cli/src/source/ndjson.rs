@@ -5,27 +5,24 @@
 //! again, one row at a time, to name the line. That costs nothing until something fails.
 
 use std::io::{BufRead, BufReader};
-use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{Schema, SchemaRef};
-use arrow::json::reader::{Decoder, ReaderBuilder, infer_json_schema_from_iterator};
+use arrow::datatypes::SchemaRef;
+use arrow::json::reader::Decoder;
 use outflow_core::Result;
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use outflow_core::schema::json::{JsonSample, SampleError, decoder_builder as builder};
 
 use super::{
-    Counting, FileReader, Input, RowOrigins, SourceFile, Unit, consumed, line_error, nulls_to_strings,
-    open_counted, read_error,
+    Counting, FileReader, Input, RowOrigins, SourceFile, Unit, consumed, line_error, open_counted, read_error,
 };
 
 /// Infers the schema from the first `infer_rows` objects of `file`. Top-level columns come
 /// in the order their keys first appear (nested fields in arrow-json's order).
 pub(super) fn infer_schema(file: &SourceFile, infer_rows: usize) -> Result<SchemaRef> {
     let reader = BufReader::new(file.open()?);
-    let mut values = Vec::new();
-    let mut order: Vec<String> = Vec::new();
+    let mut sample = JsonSample::new();
     for (index, line) in reader.lines().enumerate() {
-        if values.len() >= infer_rows {
+        if sample.len() >= infer_rows {
             break;
         }
         let number = index as u64 + 1;
@@ -33,24 +30,13 @@ pub(super) fn infer_schema(file: &SourceFile, infer_rows: usize) -> Result<Schem
         if line.trim().is_empty() {
             continue;
         }
-        let value: serde_json::Value =
-            serde_json::from_str(&line).map_err(|e| json_error(file, number, &e))?;
-        if !value.is_object() {
-            return Err(line_error(file, number, "expected a JSON object"));
+        match sample.add(line.as_bytes()) {
+            Ok(()) => {}
+            Err(SampleError::Syntax(e)) => return Err(json_error(file, number, &e)),
+            Err(SampleError::NotAnObject) => return Err(line_error(file, number, "expected a JSON object")),
         }
-        let TopLevelKeys(keys) = serde_json::from_str(&line).map_err(|e| json_error(file, number, &e))?;
-        for key in keys {
-            if !order.contains(&key) {
-                order.push(key);
-            }
-        }
-        values.push(value);
     }
-    let schema = infer_json_schema_from_iterator(values.iter().map(Ok)).map_err(|e| read_error(file, e))?;
-    let position = |name: &str| order.iter().position(|k| k == name).unwrap_or(usize::MAX);
-    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
-    fields.sort_by_key(|f| position(f.name()));
-    Ok(Arc::new(nulls_to_strings(Schema::new(fields))))
+    sample.schema().map_err(|e| read_error(file, e))
 }
 
 /// A JSON syntax error on `line`, located by column (serde_json counts lines within the one
@@ -64,42 +50,6 @@ fn json_error(file: &SourceFile, line: u64, err: &serde_json::Error) -> outflow_
         line,
         format!("column {}: not valid JSON: {message}", err.column()),
     )
-}
-
-/// The keys of a JSON object, in the order written; values are skipped.
-struct TopLevelKeys(Vec<String>);
-
-impl<'de> Deserialize<'de> for TopLevelKeys {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        struct Keys;
-        impl<'de> Visitor<'de> for Keys {
-            type Value = TopLevelKeys;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<TopLevelKeys, A::Error> {
-                let mut keys = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    map.next_value::<IgnoredAny>()?;
-                    keys.push(key);
-                }
-                Ok(TopLevelKeys(keys))
-            }
-        }
-        deserializer.deserialize_map(Keys)
-    }
-}
-
-/// The decoder's settings. Numbers and booleans are read into string columns as text:
-/// inference makes a column a string when its values mix types, and those values must
-/// then read.
-fn builder(schema: SchemaRef, batch_size: usize, strict: bool) -> ReaderBuilder {
-    ReaderBuilder::new(schema)
-        .with_batch_size(batch_size)
-        .with_strict_mode(strict)
-        .with_coerce_primitive(true)
 }
 
 /// Reads one NDJSON file.

@@ -15,6 +15,8 @@ pub enum Unit {
     Line,
     /// 0-based row offsets (Parquet).
     Row,
+    /// Offsets in a Kafka partition (the "file" is the partition).
+    Offset,
 }
 
 impl Unit {
@@ -22,6 +24,7 @@ impl Unit {
         match self {
             Unit::Line => SourcePosition::Line(at),
             Unit::Row => SourcePosition::Row(at),
+            Unit::Offset => SourcePosition::Offset(at as i64),
         }
     }
 }
@@ -135,6 +138,18 @@ impl SinkRowOrigins {
             files,
             spans: Vec::new(),
             rows: 0,
+        }
+    }
+
+    /// The index of file `name`, added when it is not known yet (the partitions of a
+    /// stream are known as they are assigned).
+    pub fn file_index(&mut self, name: &str) -> usize {
+        match self.files.iter().position(|f| f == name) {
+            Some(index) => index,
+            None => {
+                self.files.push(name.to_string());
+                self.files.len() - 1
+            }
         }
     }
 

@@ -11,6 +11,8 @@ mod object_sources;
 mod pipes;
 mod plan_then_run;
 mod reruns;
+#[cfg(feature = "kafka")]
+mod streaming;
 mod strict;
 mod types;
 

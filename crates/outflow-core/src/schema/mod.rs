@@ -12,6 +12,7 @@
 
 mod arrow;
 mod conform;
+pub mod json;
 mod matching;
 mod name_mapping;
 mod path;

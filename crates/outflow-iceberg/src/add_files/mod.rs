@@ -765,6 +765,7 @@ impl Run<'_> {
             partition_spec_id: table.metadata().default_partition_spec_id(),
             files: data_files,
             summary: Default::default(),
+            checkpoint: None,
         };
         let outcome = self.commit_unregistered(&mut commit).await?;
         let records: u64 = commit.files.iter().map(DataFile::record_count).sum();

@@ -3,6 +3,7 @@
 //! real catalogs, with every table read back by independent readers.
 
 mod add_files;
+mod checkpoints;
 mod common;
 mod compact;
 mod evolution_property;

@@ -107,7 +107,7 @@ public final class Main {
   /** One {@code read}: the table's canonical JSON document. */
   private static String read(String[] args) throws Exception {
     String verb = args[0];
-    if (!Arrays.asList("read", "files", "snapshot-rows", "delete-rows").contains(verb)) {
+    if (!Arrays.asList("read", "files", "snapshot-rows", "delete-rows", "column-stats").contains(verb)) {
       throw new UsageException("unknown subcommand '" + verb + "'");
     }
     Map<String, String> opts = new HashMap<>();
@@ -123,7 +123,8 @@ public final class Main {
       if (key.equals("property") || key.equals("catalog-property")) {
         extraProps.add(value);
       } else if (Arrays.asList(
-              "catalog-type", "catalog-name", "uri", "warehouse", "table", "column", "values", "mode")
+              "catalog-type", "catalog-name", "uri", "warehouse", "table", "column", "values", "mode",
+              "summary-key")
           .contains(key)) {
         opts.put(key, value);
       } else {
@@ -209,6 +210,12 @@ public final class Main {
           return TableFiles.files(table);
         case "snapshot-rows":
           return TableFiles.snapshotRows(table);
+        case "column-stats":
+          if (!opts.containsKey("column")) {
+            throw new UsageException("column-stats needs --column");
+          }
+          return TableFiles.columnStats(
+              tableName, table, opts.get("column"), opts.get("summary-key"));
         case "delete-rows":
           for (String required : List.of("column", "values", "mode")) {
             if (!opts.containsKey(required)) {

@@ -127,6 +127,61 @@ final class TableFiles {
     return CanonicalJson.write(doc);
   }
 
+  /**
+   * Counts of a large table without dumping its rows: rows, snapshots, and for one integer
+   * column its distinct count, min, max and sum; with a summary key, that key's values along
+   * the main branch, newest snapshot first (snapshots without it left out).
+   */
+  static String columnStats(String name, Table table, String column, String summaryKey) throws IOException {
+    Set<Long> distinct = new java.util.HashSet<>();
+    long rows = 0;
+    long nulls = 0;
+    Long min = null;
+    Long max = null;
+    long sum = 0;
+    try (CloseableIterable<Record> records =
+        org.apache.iceberg.data.IcebergGenerics.read(table).select(column).build()) {
+      for (Record record : records) {
+        rows++;
+        Object value = record.getField(column);
+        if (value == null) {
+          nulls++;
+          continue;
+        }
+        long v = ((Number) value).longValue();
+        distinct.add(v);
+        min = min == null ? v : Math.min(min, v);
+        max = max == null ? v : Math.max(max, v);
+        sum += v;
+      }
+    }
+    Map<String, Object> doc = CanonicalJson.object();
+    doc.put("table", name);
+    int snapshots = 0;
+    for (org.apache.iceberg.Snapshot ignored : table.snapshots()) {
+      snapshots++;
+    }
+    doc.put("snapshots", snapshots);
+    doc.put("rows", rows);
+    doc.put("nulls", nulls);
+    doc.put("distinct", (long) distinct.size());
+    doc.put("min", min);
+    doc.put("max", max);
+    doc.put("sum", rows == nulls ? null : sum);
+    if (summaryKey != null) {
+      List<Object> values = new ArrayList<>();
+      for (org.apache.iceberg.Snapshot snapshot :
+          org.apache.iceberg.util.SnapshotUtil.currentAncestors(table)) {
+        String value = snapshot.summary().get(summaryKey);
+        if (value != null) {
+          values.add(value);
+        }
+      }
+      doc.put("summary_values", values);
+    }
+    return CanonicalJson.write(doc);
+  }
+
   static String deleteRows(Table table, String column, Set<String> values, String mode)
       throws IOException, Main.UsageException {
     Schema schema = table.schema();

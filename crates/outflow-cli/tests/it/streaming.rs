@@ -1,0 +1,406 @@
+//! Streaming jobs against the real Kafka broker (`scripts/servers/kafka.sh`): records from
+//! a 4-partition topic into an Iceberg table, exactly once across SIGKILLs and restarts,
+//! read back by PyIceberg and Java Iceberg.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use outflow_testkit::iceberg::{Reader, TestCatalog};
+use outflow_testkit::kafka::Broker;
+use outflow_testkit::unique_name;
+use rand::Rng;
+use serde_json::Value;
+
+const PARTITIONS: i32 = 4;
+
+/// Produces `count` JSON records (ids `first..first + count`) to `topic`, spread over its
+/// partitions by id.
+fn produce(broker: &Broker, topic: &str, first: i64, count: i64) {
+    let producer = broker.producer();
+    for id in first..first + count {
+        let value = format!(
+            r#"{{"id": {id}, "customer": "c{}", "amount": {}.25, "status": "{}", "note": "{}"}}"#,
+            id % 977,
+            id % 1000,
+            ["new", "paid", "shipped"][(id % 3) as usize],
+            "x".repeat(100)
+        );
+        producer.send(topic, (id % PARTITIONS as i64) as i32, &format!("k{id}"), &value);
+    }
+    producer.flush();
+}
+
+/// How a test's streaming job differs from the plain one.
+#[derive(Default)]
+struct JobShape<'a> {
+    /// The checkpoint interval (default 300ms).
+    interval: Option<&'a str>,
+    /// More keys of the `source` section (`json: ...`).
+    source: &'a str,
+    /// More top-level keys (`dead_letter: ...`).
+    top: &'a str,
+}
+
+/// A streaming job from `topic` into `table` of the SQL catalog in `dir`, whose group
+/// member keeps one static id across restarts (so a restart after a kill takes the
+/// partitions back at once instead of waiting for the dead member's session to expire).
+fn write_job(dir: &Path, broker: &Broker, topic: &str, table: &str, shape: JobShape) -> std::path::PathBuf {
+    let job = dir.join("stream.yaml");
+    let text = format!(
+        "id: lake-{topic}\n\
+         source:\n  \
+           kafka:\n    \
+             brokers: \"{}\"\n    \
+             topics: [{topic}]\n    \
+             group: g-{topic}\n    \
+             key_column: key\n    \
+             properties: {{ group.instance.id: lake-{topic}-1 }}\n\
+         {}\
+         checkpoint: {{ interval: {}, rows: 25000 }}\n\
+         sink:\n  \
+           iceberg:\n    \
+             catalog: {{ type: sql, uri: catalog.db, warehouse: warehouse }}\n    \
+             table: {table}\n\
+         {}",
+        broker.brokers,
+        shape.source,
+        shape.interval.unwrap_or("300ms"),
+        shape.top,
+    );
+    std::fs::write(&job, text).unwrap();
+    job
+}
+
+fn start(job: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_outflow"))
+        .arg("run")
+        .arg(job)
+        .args(args)
+        .env_remove("OUTFLOW_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs the job to the end (`--until-caught-up`), asserting it succeeds; its stdout.
+fn run_to_end(job: &Path) -> String {
+    let output = start(job, &["--until-caught-up", "--json", "--quiet"])
+        .wait_with_output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "the job failed ({:?}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The offsets the table holds for `job`, from `reader`'s summary values (newest first;
+/// each partition's newest value counts).
+fn stored_offsets(stats: &Value) -> BTreeMap<String, i64> {
+    let mut merged = BTreeMap::new();
+    for text in stats["summary_values"].as_array().unwrap() {
+        let topics: BTreeMap<String, BTreeMap<String, i64>> =
+            serde_json::from_str(text.as_str().unwrap()).unwrap();
+        for (topic, partitions) in topics {
+            for (partition, next) in partitions {
+                merged.entry(format!("{topic}/{partition}")).or_insert(next);
+            }
+        }
+    }
+    merged
+}
+
+/// Every record once: both readers count `expected` rows with `expected` distinct ids
+/// `0..expected`, and the offsets stored are the topic's end offsets.
+fn assert_exactly_once(
+    catalog: &TestCatalog,
+    table: &str,
+    job_id: &str,
+    expected: i64,
+    ends: &BTreeMap<String, i64>,
+) {
+    let key = format!("outflow.offsets.{job_id}");
+    for reader in Reader::ALL {
+        let stats = catalog.column_stats_with(reader, table, "id", &key);
+        assert_eq!(stats["rows"], expected, "{reader:?}: {stats}");
+        assert_eq!(stats["distinct"], expected, "{reader:?}: {stats}");
+        assert_eq!(stats["min"], 0, "{reader:?}");
+        assert_eq!(stats["max"], expected - 1, "{reader:?}");
+        assert_eq!(&stored_offsets(&stats), ends, "{reader:?}: stored offsets");
+    }
+}
+
+#[test]
+fn a_job_killed_at_random_moments_and_restarted_writes_every_record_once() {
+    let broker = Broker::from_env();
+    let topic = unique_name("orders");
+    broker.create_topic(&topic, PARTITIONS);
+    const RECORDS: i64 = 1_000_000;
+
+    produce(&broker, &topic, 0, RECORDS);
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = TestCatalog::sql_in(dir.path());
+    let table = "stream.orders";
+    let job = write_job(dir.path(), &broker, &topic, table, JobShape::default());
+    let mut rng = rand::rng();
+    let mut killed = 0;
+    let started = Instant::now();
+    while killed < 10 {
+        let mut child = start(&job, &["--until-caught-up", "--quiet"]);
+        let wait = Duration::from_millis(rng.random_range(300..2500));
+        std::thread::sleep(wait);
+        if child.try_wait().unwrap().is_some() {
+            // It caught up before the kill: the rest of the test still checks the result.
+            break;
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        killed += 1;
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "ten kills took over 120 s"
+        );
+    }
+    assert!(
+        killed >= 3,
+        "the job caught up after {killed} kills: too few to test restarts"
+    );
+    // The restarts went on from what the table held: the last run reads only the rest.
+    let before = catalog.column_stats(table, "id")["rows"].as_i64().unwrap();
+    assert!(before > 0, "nothing was committed before the kills");
+    let out = run_to_end(&job);
+    let last: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["stream"]["records"], RECORDS - before, "{out}");
+    let ends = broker.end_offsets(&topic);
+    assert_eq!(ends.values().sum::<i64>(), RECORDS);
+    assert_exactly_once(&catalog, table, &format!("lake-{topic}"), RECORDS, &ends);
+
+    // Records produced later are read from where the table is, once.
+    produce(&broker, &topic, RECORDS, 1000);
+    let out = run_to_end(&job);
+    let last: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["stream"]["records"], 1000, "{out}");
+    let ends = broker.end_offsets(&topic);
+    assert_exactly_once(&catalog, table, &format!("lake-{topic}"), RECORDS + 1000, &ends);
+}
+
+/// Lines of a running job's stdout, each with the time it arrived.
+fn timed_lines(child: &mut Child) -> std::sync::mpsc::Receiver<(Instant, String)> {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().unwrap();
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if send.send((Instant::now(), line)).is_err() {
+                return;
+            }
+        }
+    });
+    receive
+}
+
+/// Waits (up to `limit`) for the checkpoint line after which the job holds `total` records
+/// in all; when it came.
+fn checkpoint_reaching(
+    lines: &std::sync::mpsc::Receiver<(Instant, String)>,
+    total: i64,
+    limit: Duration,
+) -> Instant {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (at, line) = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no checkpoint reached {total} records within {limit:?}"));
+        let Ok(report) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let held: i64 = report["offsets"]
+            .as_object()
+            .map(|o| o.values().filter_map(Value::as_i64).sum())
+            .unwrap_or(0);
+        if held >= total {
+            return at;
+        }
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn records_arriving_while_the_job_runs_are_committed_at_the_next_checkpoints_and_sigterm_stops_it_cleanly() {
+    let broker = Broker::from_env();
+    let topic = unique_name("live");
+    broker.create_topic(&topic, PARTITIONS);
+    produce(&broker, &topic, 0, 4000);
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = TestCatalog::sql_in(dir.path());
+    let table = "stream.live";
+    let shape = JobShape {
+        interval: Some("1s"),
+        ..JobShape::default()
+    };
+    let job = write_job(dir.path(), &broker, &topic, table, shape);
+
+    let mut child = start(&job, &["--json", "--quiet"]);
+    let lines = timed_lines(&mut child);
+    checkpoint_reaching(&lines, 4000, Duration::from_secs(60));
+    // Offsets of a partition are one past its last record: each of the 4 holds 1000.
+    for round in 1..=3 {
+        produce(&broker, &topic, 4000 * round, 4000);
+        let produced = Instant::now();
+        let committed = checkpoint_reaching(&lines, 4000 * (round + 1), Duration::from_secs(30));
+        let latency = committed.duration_since(produced);
+        assert!(
+            latency <= Duration::from_millis(2500),
+            "records produced were committed {latency:?} later, more than two 1 s intervals"
+        );
+    }
+    let stats = catalog.column_stats(table, "id");
+    assert_eq!(stats["rows"], 16000, "{stats}");
+
+    // SIGTERM: the last checkpoint is committed and the job exits 0.
+    produce(&broker, &topic, 16000, 400);
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&child, "TERM");
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "SIGTERM should end the job with 0, got {status:?}"
+    );
+    let ends = broker.end_offsets(&topic);
+    // Whatever was read before the signal is committed; the rest waits for the next run.
+    run_to_end(&job);
+    assert_exactly_once(&catalog, table, &format!("lake-{topic}"), 16400, &ends);
+}
+
+#[test]
+fn records_that_do_not_decode_go_to_the_dead_letter_file_with_their_partition_and_offset() {
+    let broker = Broker::from_env();
+    let topic = unique_name("bad");
+    broker.create_topic(&topic, PARTITIONS);
+    produce(&broker, &topic, 0, 400);
+    let producer = broker.producer();
+    producer.send(&topic, 1, "b1", "{not json");
+    producer.send(&topic, 2, "b2", r#"{"id": "four hundred", "customer": "c"}"#);
+    producer.send(&topic, 3, "b3", "42");
+    producer.flush();
+    produce(&broker, &topic, 400, 400);
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = TestCatalog::sql_in(dir.path());
+    let table = "stream.bad";
+    // The schema is given: the bad records cannot change what is inferred.
+    let shape = JobShape {
+        source: "  json:\n    schema:\n      - { name: id, type: long, required: true }\n      - { name: customer, type: string }\n",
+        top: "dead_letter: dead.ndjson\n",
+        ..JobShape::default()
+    };
+    let job = write_job(dir.path(), &broker, &topic, table, shape);
+    let output = start(&job, &["--until-caught-up", "--json", "--quiet"])
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let dead = std::fs::read_to_string(dir.path().join("dead.ndjson")).unwrap();
+    let mut lines: Vec<Value> = dead.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    lines.sort_by_key(|l| l["source"]["file"].as_str().unwrap().to_string());
+    let places: Vec<(String, i64)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["source"]["file"].as_str().unwrap().to_string(),
+                l["source"]["offset"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    // Each bad record came after the 100 good ones of its partition.
+    assert_eq!(
+        places,
+        [
+            (format!("{topic}/1"), 100),
+            (format!("{topic}/2"), 100),
+            (format!("{topic}/3"), 100)
+        ]
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["destination"] == table && l["reason"].as_str().unwrap().contains("not")),
+        "{dead}"
+    );
+    let read = catalog.read_both(table);
+    let ids = outflow_testkit::iceberg::sorted_ids(&read);
+    assert_eq!(ids, (0..800).collect::<Vec<i64>>());
+    let fields: Vec<&str> = outflow_testkit::iceberg::fields(&read)
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["id", "customer", "key"]);
+}
+
+#[test]
+fn two_processes_of_one_job_share_the_partitions_through_a_rebalance_without_loss_or_doubles() {
+    let broker = Broker::from_env();
+    let topic = unique_name("shared");
+    broker.create_topic(&topic, PARTITIONS);
+    const RECORDS: i64 = 400_000;
+    produce(&broker, &topic, 0, RECORDS);
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = TestCatalog::sql_in(dir.path());
+    let table = "stream.shared";
+    let first = write_job(dir.path(), &broker, &topic, table, JobShape::default());
+    // The second process: the same job and group, its own static member id.
+    let second = dir.path().join("second.yaml");
+    let text = std::fs::read_to_string(&first)
+        .unwrap()
+        .replace(&format!("lake-{topic}-1"), &format!("lake-{topic}-2"));
+    std::fs::write(&second, text).unwrap();
+
+    let mut one = start(&first, &["--until-caught-up", "--json", "--quiet"]);
+    let lines = timed_lines(&mut one);
+    // Joining once the first has committed forces a rebalance: it checkpoints what it
+    // holds of every partition before giving two of them up.
+    checkpoint_reaching(&lines, 1, Duration::from_secs(60));
+    let two = start(&second, &["--until-caught-up", "--json", "--quiet"]);
+    let two = two.wait_with_output().unwrap();
+    let status = one.wait().unwrap();
+    let one_lines: Vec<String> = lines.try_iter().map(|(_, l)| l).collect();
+    let two_out = String::from_utf8_lossy(&two.stdout).into_owned();
+    assert!(status.success(), "the first process failed: {one_lines:?}");
+    assert!(
+        two.status.success(),
+        "the second process failed:\n{two_out}\n{}",
+        String::from_utf8_lossy(&two.stderr)
+    );
+    let records = |out: &str| -> i64 {
+        let last: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        last["stream"]["records"].as_i64().unwrap()
+    };
+    let read_by_two = records(&two_out);
+    assert!(
+        read_by_two > 0 && read_by_two < RECORDS,
+        "the second process read {read_by_two} records: the partitions were not shared"
+    );
+    let ends = broker.end_offsets(&topic);
+    assert_exactly_once(&catalog, table, &format!("lake-{topic}"), RECORDS, &ends);
+}

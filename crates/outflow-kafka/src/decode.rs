@@ -1,0 +1,272 @@
+//! JSON record values as Arrow rows, through arrow-json's push decoder.
+//!
+//! All the values of a poll go through one decoder. When that fails (a syntax error, a
+//! value that does not fit its column, a field the schema lacks), the values are decoded
+//! again one at a time, so that each bad record is named and the others are kept. That
+//! costs nothing until something fails.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_json::reader::Decoder;
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use outflow_core::schema::json::{JsonSample, decoder_builder};
+use outflow_core::{Error, Result};
+
+use crate::record::Record;
+
+/// Turns record values into batches of a fixed schema.
+#[derive(Debug)]
+pub struct JsonDecoder {
+    /// What the values decode into.
+    values: SchemaRef,
+    /// The batches: the values' columns, then the key column if any.
+    output: SchemaRef,
+    key_column: bool,
+    strict: bool,
+}
+
+/// One poll's records as rows: the batch (in record order), and the records that could not
+/// be decoded, each with why.
+#[derive(Debug)]
+pub struct Decoded {
+    /// The rows of the records that decoded.
+    pub batch: RecordBatch,
+    /// The index in the input of each row of `batch`.
+    pub rows: Vec<usize>,
+    /// The records that did not decode: their index in the input and the reason.
+    pub failed: Vec<(usize, String)>,
+}
+
+impl JsonDecoder {
+    /// A decoder into `values`, plus a string column `key_column` for the record key.
+    /// Under `strict`, a field the schema does not name fails its record (an inferred
+    /// schema); otherwise it is ignored (a given one).
+    pub fn new(values: SchemaRef, key_column: Option<&str>, strict: bool) -> Result<JsonDecoder> {
+        let mut fields: Vec<Arc<Field>> = values.fields().iter().cloned().collect();
+        if let Some(name) = key_column {
+            if values.field_with_name(name).is_ok() {
+                return Err(Error::invalid_config(
+                    "kafka.key_column",
+                    format!("{name:?} is also a field of the record values"),
+                ));
+            }
+            fields.push(Arc::new(Field::new(name, DataType::Utf8, true)));
+        }
+        Ok(JsonDecoder {
+            values,
+            output: Arc::new(Schema::new(fields)),
+            key_column: key_column.is_some(),
+            strict,
+        })
+    }
+
+    /// The schema of the batches.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.output
+    }
+
+    fn decoder(&self, rows: usize) -> Result<Decoder> {
+        // One more row than asked for: a value holding two objects then shows as a count
+        // that does not match, instead of a decoder that stops taking bytes.
+        decoder_builder(self.values.clone(), rows + 1, self.strict)
+            .build_decoder()
+            .map_err(|e| Error::internal(format!("building the JSON decoder: {e}")))
+    }
+
+    /// Decodes `records` (a tombstone, with no value, fails).
+    pub fn decode(&self, records: &[Record]) -> Result<Decoded> {
+        let present: Vec<usize> = (0..records.len())
+            .filter(|&i| records[i].value.is_some())
+            .collect();
+        let mut failed: Vec<(usize, String)> = (0..records.len())
+            .filter(|&i| records[i].value.is_none())
+            .map(|i| (i, "the record has no value (a tombstone)".to_string()))
+            .collect();
+        let (batch, rows) = match self.decode_all(records, &present) {
+            Ok(batch) => (batch, present),
+            Err(_) => {
+                // Find the bad ones: one value at a time.
+                let mut good = Vec::new();
+                let mut parts = Vec::new();
+                for &i in &present {
+                    match self.decode_all(records, &[i]) {
+                        Ok(batch) => {
+                            good.push(i);
+                            parts.push(batch);
+                        }
+                        Err(e) => failed.push((i, e)),
+                    }
+                }
+                failed.sort_by_key(|(i, _)| *i);
+                let batch = arrow_select::concat::concat_batches(&self.output, &parts)
+                    .map_err(|e| Error::internal(format!("joining decoded records: {e}")))?;
+                (batch, good)
+            }
+        };
+        Ok(Decoded { batch, rows, failed })
+    }
+
+    /// The rows of `records[which]`, or why they did not decode.
+    fn decode_all(&self, records: &[Record], which: &[usize]) -> std::result::Result<RecordBatch, String> {
+        let mut decoder = self.decoder(which.len()).map_err(|e| e.message().to_string())?;
+        for &i in which {
+            let value = records[i].value.as_deref().unwrap_or_default();
+            feed(&mut decoder, value).map_err(|e| json_reason(&e))?;
+            if decoder.has_partial_record() {
+                return Err("the value is not one complete JSON object".into());
+            }
+        }
+        let values = match decoder.flush().map_err(|e| json_reason(&e))? {
+            Some(batch) => batch,
+            None => RecordBatch::new_empty(self.values.clone()),
+        };
+        if values.num_rows() != which.len() {
+            return Err(format!(
+                "the value holds {} JSON objects, not one",
+                values.num_rows()
+            ));
+        }
+        if !self.key_column {
+            return Ok(values);
+        }
+        let keys: StringArray = which
+            .iter()
+            .map(|&i| records[i].key.as_deref().map(String::from_utf8_lossy))
+            .collect();
+        let mut columns: Vec<ArrayRef> = values.columns().to_vec();
+        columns.push(Arc::new(keys));
+        RecordBatch::try_new(self.output.clone(), columns).map_err(|e| e.to_string())
+    }
+}
+
+/// Feeds one value to `decoder`, then a newline so that the next value starts afresh.
+fn feed(decoder: &mut Decoder, value: &[u8]) -> std::result::Result<(), ArrowError> {
+    let mut rest = value;
+    while !rest.is_empty() {
+        let read = decoder.decode(rest)?;
+        if read == 0 {
+            return Err(ArrowError::JsonError(
+                "the value holds more than one JSON object".into(),
+            ));
+        }
+        rest = &rest[read..];
+    }
+    decoder.decode(b"\n")?;
+    Ok(())
+}
+
+fn json_reason(err: &ArrowError) -> String {
+    let text = err.to_string();
+    let text = text.strip_prefix("Json error: ").unwrap_or(&text);
+    format!("not a valid record: {text}")
+}
+
+/// A schema inferred from the values of `records` that are JSON objects (the others are
+/// left to fail when decoded): top-level columns in the order their keys first appear,
+/// always-null columns as strings.
+pub fn infer_schema(records: &[Record]) -> Result<SchemaRef> {
+    let mut sample = JsonSample::new();
+    for value in records.iter().filter_map(|r| r.value.as_deref()) {
+        let _ = sample.add(value);
+    }
+    if sample.is_empty() {
+        return Err(Error::invalid_input(
+            "no record to infer the schema from: the sampled records hold no JSON object \
+             (give the columns in `json.schema`)",
+        ));
+    }
+    sample
+        .schema()
+        .map_err(|e| Error::invalid_input(format!("inferring the schema of the records: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+
+    use super::*;
+
+    fn record(offset: i64, value: Option<&str>, key: Option<&str>) -> Record {
+        Record {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            timestamp_ms: None,
+            key: key.map(|k| k.as_bytes().to_vec()),
+            value: value.map(|v| v.as_bytes().to_vec()),
+        }
+    }
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+        ]))
+    }
+
+    #[test]
+    fn values_and_keys_become_rows_in_order() {
+        let decoder = JsonDecoder::new(schema(), Some("key"), false).unwrap();
+        let records = [
+            record(0, Some(r#"{"id": 1, "name": "a"}"#), Some("k1")),
+            record(1, Some(r#"{"id": 2, "extra": true}"#), None),
+        ];
+        let decoded = decoder.decode(&records).unwrap();
+        assert!(decoded.failed.is_empty());
+        assert_eq!(decoded.rows, [0, 1]);
+        let batch = decoded.batch;
+        assert_eq!(batch.num_columns(), 3);
+        let ids = batch.column(0).as_primitive::<Int64Type>();
+        assert_eq!(ids.values(), &[1, 2]);
+        let keys = batch.column(2).as_string::<i32>();
+        assert_eq!(keys.value(0), "k1");
+        assert!(keys.is_null(1));
+    }
+
+    #[test]
+    fn bad_records_are_named_and_the_rest_kept() {
+        let decoder = JsonDecoder::new(schema(), None, true).unwrap();
+        let records = [
+            record(0, Some(r#"{"id": 1}"#), None),
+            record(1, Some(r#"{"id": "x"}"#), None),
+            record(2, None, None),
+            record(3, Some(r#"{"id": 4"#), None),
+            record(4, Some(r#"{"id": 5, "new_field": 1}"#), None),
+            record(5, Some(r#"{"id": 6} {"id": 7}"#), None),
+            record(6, Some(r#"{"id": 8}"#), None),
+        ];
+        let decoded = decoder.decode(&records).unwrap();
+        assert_eq!(decoded.rows, [0, 6]);
+        let ids = decoded.batch.column(0).as_primitive::<Int64Type>();
+        assert_eq!(ids.values(), &[1, 8]);
+        let failed: Vec<usize> = decoded.failed.iter().map(|(i, _)| *i).collect();
+        assert_eq!(failed, [1, 2, 3, 4, 5]);
+        let reason = |i: usize| &decoded.failed.iter().find(|(j, _)| *j == i).unwrap().1;
+        assert!(reason(2).contains("tombstone"), "{}", reason(2));
+        assert!(reason(4).contains("new_field"), "{}", reason(4));
+        assert!(reason(5).contains("not one"), "{}", reason(5));
+    }
+
+    #[test]
+    fn a_key_column_may_not_shadow_a_field() {
+        let err = JsonDecoder::new(schema(), Some("id"), false).unwrap_err();
+        assert_eq!(err.context_value("field"), Some("kafka.key_column"));
+    }
+
+    #[test]
+    fn only_objects_count_for_the_inferred_schema() {
+        let records = [
+            record(0, Some(r#"{"z": 1, "a": "x"}"#), None),
+            record(1, Some("not json"), None),
+            record(2, Some("[1, 2]"), None),
+        ];
+        let schema = infer_schema(&records).unwrap();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["z", "a"]);
+        let err = infer_schema(&[record(0, None, None), record(1, Some("3"), None)]).unwrap_err();
+        assert!(err.message().contains("json.schema"), "{err}");
+    }
+}
