@@ -6,7 +6,7 @@
 use arrow::datatypes::SchemaRef;
 use outflow_core::{Destination, Result};
 
-use crate::job::{Format, Job, JobFile};
+use crate::job::{Format, Job, JobFile, StreamJob};
 use crate::output::progress::Progress;
 use crate::run::{Pipeline, ReadStats, destinations, read_through};
 use crate::source::SourceFile;
@@ -118,4 +118,64 @@ impl JobInput {
             }
         }
     }
+}
+
+/// What a streaming job writes, as `check`, `plan` and `run` all see it: the sink's spec
+/// (paths resolved, options validated), its one fixed table, and the schema the sink
+/// receives when the job gives its columns (`None`: it is inferred from the first records
+/// once the job runs). The sink's options are checked against a given schema here.
+pub struct StreamInput {
+    /// The sink.
+    pub spec: outflow_sinks::SinkSpec,
+    /// The table every row goes to.
+    pub table: String,
+    /// The schema after the key column and the transforms, when the columns are given.
+    pub schema: Option<SchemaRef>,
+}
+
+impl StreamInput {
+    /// Opens what `job` (read from `file`) writes; see [`StreamInput`].
+    pub fn open(job: &StreamJob, file: &JobFile) -> Result<StreamInput> {
+        let spec = job.sink.relative_to(file.dir());
+        spec.validate()?;
+        let table = spec.fixed_destination().ok_or_else(|| {
+            outflow_core::Error::invalid_config(
+                "sink",
+                "a streaming job writes one fixed table; a table template is not supported yet",
+            )
+        })?;
+        let schema = match &job.source.json.schema {
+            Some(columns) => {
+                let values = crate::source::explicit_schema(columns, Format::Ndjson)?;
+                Some(stream_output_schema(job, values, false)?.1)
+            }
+            None => None,
+        };
+        if let Some(schema) = &schema {
+            spec.check_input(schema)?;
+        }
+        Ok(StreamInput { spec, table, schema })
+    }
+}
+
+/// The decoder of a streaming job's record values of schema `values` (`strict` when the
+/// schema was inferred) and the schema the sink then receives, after the transforms.
+pub fn stream_output_schema(
+    job: &StreamJob,
+    values: SchemaRef,
+    strict: bool,
+) -> Result<(
+    outflow_kafka::JsonDecoder,
+    SchemaRef,
+    crate::transform::Transforms,
+)> {
+    let kafka = &job.source.kafka;
+    let columns = outflow_kafka::RecordColumns {
+        key: kafka.key_column.as_deref(),
+        timestamp: kafka.timestamp_column.as_deref(),
+    };
+    let decoder = outflow_kafka::JsonDecoder::new(values, columns, strict)?;
+    let transforms = crate::transform::Transforms::new(&job.transforms, decoder.schema().clone())?;
+    let schema = transforms.output_schema().clone();
+    Ok((decoder, schema, transforms))
 }

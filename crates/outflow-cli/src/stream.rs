@@ -33,6 +33,7 @@ use outflow_sinks::SinkSpec;
 use serde::Serialize;
 use tokio::time::Instant as Deadline;
 
+use crate::input::{StreamInput, stream_output_schema};
 use crate::job::{Format, JobFile, StreamJob};
 use crate::run::Interrupt;
 use crate::source::{RowOrigins, SinkRowOrigins, Unit};
@@ -116,14 +117,7 @@ struct OpenWriter {
 /// `until_caught_up`, has caught up.
 pub async fn run_stream(job: &StreamJob, file: &JobFile, options: &StreamOptions) -> Result<StreamReport> {
     let started = Instant::now();
-    let spec = job.sink.relative_to(file.dir());
-    spec.validate()?;
-    let table = spec.fixed_destination().ok_or_else(|| {
-        Error::invalid_config(
-            "sink",
-            "a streaming job writes one fixed table; a table template is not supported yet",
-        )
-    })?;
+    let StreamInput { spec, table, .. } = StreamInput::open(job, file)?;
     let given = match &job.source.json.schema {
         Some(columns) => Some(crate::source::explicit_schema(columns, Format::Ndjson)?),
         None => None,
@@ -401,9 +395,7 @@ impl Stream<'_> {
                 return Ok(());
             }
         };
-        let decoder = JsonDecoder::new(values, self.job.source.kafka.key_column.as_deref(), strict)?;
-        let transforms = Transforms::new(&self.job.transforms, decoder.schema().clone())?;
-        let schema = transforms.output_schema().clone();
+        let (decoder, schema, transforms) = stream_output_schema(self.job, values, strict)?;
         self.spec.check_input(&schema)?;
         let plan = self.preparer.prepare(&self.table, &schema).await?;
         if plan.action == PlannedAction::Fail {

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow_json::reader::Decoder;
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use outflow_core::schema::json::{JsonSample, decoder_builder};
 use outflow_core::{Error, Result};
 
@@ -20,10 +20,20 @@ use crate::record::Record;
 pub struct JsonDecoder {
     /// What the values decode into.
     values: SchemaRef,
-    /// The batches: the values' columns, then the key column if any.
+    /// The batches: the values' columns, then the key and timestamp columns if any.
     output: SchemaRef,
     key_column: bool,
+    timestamp_column: bool,
     strict: bool,
+}
+
+/// The columns a record's key and Kafka timestamp go to, if any.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecordColumns<'a> {
+    /// The key, as a string.
+    pub key: Option<&'a str>,
+    /// The Kafka timestamp, as a UTC timestamp in milliseconds.
+    pub timestamp: Option<&'a str>,
 }
 
 /// One poll's records as rows: the batch (in record order), and the records that could not
@@ -39,24 +49,30 @@ pub struct Decoded {
 }
 
 impl JsonDecoder {
-    /// A decoder into `values`, plus a string column `key_column` for the record key.
-    /// Under `strict`, a field the schema does not name fails its record (an inferred
-    /// schema); otherwise it is ignored (a given one).
-    pub fn new(values: SchemaRef, key_column: Option<&str>, strict: bool) -> Result<JsonDecoder> {
+    /// A decoder into `values`, plus the columns of `record` for each record's key and
+    /// timestamp. Under `strict`, a field the schema does not name fails its record (an
+    /// inferred schema); otherwise it is ignored (a given one).
+    pub fn new(values: SchemaRef, record: RecordColumns<'_>, strict: bool) -> Result<JsonDecoder> {
         let mut fields: Vec<Arc<Field>> = values.fields().iter().cloned().collect();
-        if let Some(name) = key_column {
+        let extra = [
+            ("kafka.key_column", record.key, DataType::Utf8),
+            ("kafka.timestamp_column", record.timestamp, timestamp_type()),
+        ];
+        for (option, name, data_type) in extra {
+            let Some(name) = name else { continue };
             if values.field_with_name(name).is_ok() {
                 return Err(Error::invalid_config(
-                    "kafka.key_column",
+                    option,
                     format!("{name:?} is also a field of the record values"),
                 ));
             }
-            fields.push(Arc::new(Field::new(name, DataType::Utf8, true)));
+            fields.push(Arc::new(Field::new(name, data_type, true)));
         }
         Ok(JsonDecoder {
             values,
             output: Arc::new(Schema::new(fields)),
-            key_column: key_column.is_some(),
+            key_column: record.key.is_some(),
+            timestamp_column: record.timestamp.is_some(),
             strict,
         })
     }
@@ -127,17 +143,28 @@ impl JsonDecoder {
                 values.num_rows()
             ));
         }
-        if !self.key_column {
+        if !self.key_column && !self.timestamp_column {
             return Ok(values);
         }
-        let keys: StringArray = which
-            .iter()
-            .map(|&i| records[i].key.as_deref().map(String::from_utf8_lossy))
-            .collect();
         let mut columns: Vec<ArrayRef> = values.columns().to_vec();
-        columns.push(Arc::new(keys));
+        if self.key_column {
+            let keys: StringArray = which
+                .iter()
+                .map(|&i| records[i].key.as_deref().map(String::from_utf8_lossy))
+                .collect();
+            columns.push(Arc::new(keys));
+        }
+        if self.timestamp_column {
+            let times: TimestampMillisecondArray = which.iter().map(|&i| records[i].timestamp_ms).collect();
+            columns.push(Arc::new(times.with_timezone("UTC")));
+        }
         RecordBatch::try_new(self.output.clone(), columns).map_err(|e| e.to_string())
     }
+}
+
+/// The type of the timestamp column: milliseconds, UTC.
+fn timestamp_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
 }
 
 /// Feeds one value to `decoder`, then a newline so that the next value starts afresh.
@@ -194,7 +221,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             offset,
-            timestamp_ms: None,
+            timestamp_ms: (offset == 0).then_some(1_700_000_000_000),
             key: key.map(|k| k.as_bytes().to_vec()),
             value: value.map(|v| v.as_bytes().to_vec()),
         }
@@ -209,7 +236,11 @@ mod tests {
 
     #[test]
     fn values_and_keys_become_rows_in_order() {
-        let decoder = JsonDecoder::new(schema(), Some("key"), false).unwrap();
+        let columns = RecordColumns {
+            key: Some("key"),
+            timestamp: Some("at"),
+        };
+        let decoder = JsonDecoder::new(schema(), columns, false).unwrap();
         let records = [
             record(0, Some(r#"{"id": 1, "name": "a"}"#), Some("k1")),
             record(1, Some(r#"{"id": 2, "extra": true}"#), None),
@@ -218,17 +249,22 @@ mod tests {
         assert!(decoded.failed.is_empty());
         assert_eq!(decoded.rows, [0, 1]);
         let batch = decoded.batch;
-        assert_eq!(batch.num_columns(), 3);
+        assert_eq!(batch.num_columns(), 4);
         let ids = batch.column(0).as_primitive::<Int64Type>();
         assert_eq!(ids.values(), &[1, 2]);
         let keys = batch.column(2).as_string::<i32>();
         assert_eq!(keys.value(0), "k1");
         assert!(keys.is_null(1));
+        let times = batch
+            .column(3)
+            .as_primitive::<arrow_array::types::TimestampMillisecondType>();
+        assert_eq!(times.value(0), 1_700_000_000_000);
+        assert!(times.is_null(1));
     }
 
     #[test]
     fn bad_records_are_named_and_the_rest_kept() {
-        let decoder = JsonDecoder::new(schema(), None, true).unwrap();
+        let decoder = JsonDecoder::new(schema(), RecordColumns::default(), true).unwrap();
         let records = [
             record(0, Some(r#"{"id": 1}"#), None),
             record(1, Some(r#"{"id": "x"}"#), None),
@@ -252,8 +288,18 @@ mod tests {
 
     #[test]
     fn a_key_column_may_not_shadow_a_field() {
-        let err = JsonDecoder::new(schema(), Some("id"), false).unwrap_err();
+        let key = RecordColumns {
+            key: Some("id"),
+            timestamp: None,
+        };
+        let err = JsonDecoder::new(schema(), key, false).unwrap_err();
         assert_eq!(err.context_value("field"), Some("kafka.key_column"));
+        let time = RecordColumns {
+            key: None,
+            timestamp: Some("name"),
+        };
+        let err = JsonDecoder::new(schema(), time, false).unwrap_err();
+        assert_eq!(err.context_value("field"), Some("kafka.timestamp_column"));
     }
 
     #[test]

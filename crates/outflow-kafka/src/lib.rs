@@ -22,6 +22,6 @@ pub mod record;
 
 #[cfg(feature = "client")]
 pub use consumer::{Event, KafkaSource};
-pub use decode::{Decoded, JsonDecoder, infer_schema};
+pub use decode::{Decoded, JsonDecoder, RecordColumns, infer_schema};
 pub use options::{KafkaSourceOptions, StartPosition};
 pub use record::Record;

@@ -55,6 +55,11 @@ pub struct KafkaSourceOptions {
     /// A column that receives each record's key as a string (null without a key).
     #[serde(default)]
     pub key_column: Option<String>,
+    /// A column that receives each record's Kafka timestamp (its create or log-append
+    /// time) as a UTC timestamp in milliseconds: a time that is the same each time the
+    /// record is read, for sinks whose cells are timed (Bigtable).
+    #[serde(default)]
+    pub timestamp_column: Option<String>,
     /// Settings passed to librdkafka as they are (`security.protocol`, `sasl.*`,
     /// `ssl.*`...). The source sets the group, the brokers and offset handling itself.
     #[serde(default)]
@@ -83,6 +88,7 @@ impl KafkaSourceOptions {
             group: group.into(),
             start: StartPosition::Earliest,
             key_column: None,
+            timestamp_column: None,
             properties: BTreeMap::new(),
         }
     }
@@ -119,10 +125,21 @@ impl KafkaSourceOptions {
                 format!("a topic name is blank ({topic:?})"),
             ));
         }
-        if let Some(column) = &self.key_column
-            && column.trim().is_empty()
-        {
-            return Err(Error::invalid_config("kafka.key_column", "is blank"));
+        for (field, column) in [
+            ("kafka.key_column", &self.key_column),
+            ("kafka.timestamp_column", &self.timestamp_column),
+        ] {
+            if let Some(column) = column
+                && column.trim().is_empty()
+            {
+                return Err(Error::invalid_config(field, "is blank"));
+            }
+        }
+        if self.key_column.is_some() && self.key_column == self.timestamp_column {
+            return Err(Error::invalid_config(
+                "kafka.timestamp_column",
+                "names the same column as key_column",
+            ));
         }
         if let Some(key) = self.properties.keys().find(|k| OWNED.contains(&k.as_str())) {
             return Err(Error::invalid_config(
@@ -166,6 +183,7 @@ impl fmt::Debug for KafkaSourceOptions {
             .field("group", &self.group)
             .field("start", &self.start)
             .field("key_column", &self.key_column)
+            .field("timestamp_column", &self.timestamp_column)
             .field("properties", &properties)
             .finish()
     }

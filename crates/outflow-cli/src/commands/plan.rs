@@ -89,11 +89,31 @@ pub async fn execute(args: PlanArgs) -> ExitStatus {
     status
 }
 
+/// `plan` of a streaming job with given columns: what preparing its table would do. The
+/// offsets it would start from are the table's (docs/streaming.md).
+async fn plan_stream(file: &JobFile) -> Result<(Vec<crate::output::Column>, Vec<DestinationPlan>)> {
+    let job: crate::job::StreamJob = file.parse_stream()?;
+    let input = crate::input::StreamInput::open(&job, file)?;
+    let schema = input.schema.ok_or_else(|| {
+        outflow_core::Error::invalid_config(
+            "source.json.schema",
+            "plan needs the columns of a streaming job: without them the schema is inferred from \
+             the first records once the job runs",
+        )
+    })?;
+    let built = input.spec.open().await?;
+    let plan = built.preparer.plan(&input.table, &schema).await?;
+    Ok((crate::output::columns(&schema), vec![plan]))
+}
+
 async fn plan_job(
     file: &JobFile,
     quiet: bool,
     reload: bool,
 ) -> Result<(Vec<crate::output::Column>, Vec<DestinationPlan>)> {
+    if file.is_stream() {
+        return plan_stream(file).await;
+    }
     let job: Job = file.parse()?;
     let input = JobInput::open(&job, file, Purpose::Inspect).await?;
     let schema = input.schema().clone();
