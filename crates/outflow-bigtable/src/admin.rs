@@ -25,8 +25,8 @@ use gcloud_sdk::google::bigtable::admin::v2::{
 };
 use gcloud_sdk::tonic::Code;
 use outflow_core::{
-    CreateDisposition, DestinationPlan, Error, ErrorKind, LoadedFiles, PlannedAction, PrepareDestination,
-    Result,
+    CreateDisposition, DestinationPlan, Error, ErrorKind, LoadedFiles, Offsets, PlannedAction,
+    PrepareDestination, Result,
 };
 
 use crate::client::BigtableClient;
@@ -460,7 +460,8 @@ impl PrepareDestination for BigtablePreparer {
             return Err(e);
         }
         let (plan, prepared) = self.shared.prepare_once(destination).await?;
-        prepared.encoder(schema, &self.shared.settings().mapping, destination)?;
+        let encoder = prepared.encoder(schema, &self.shared.settings().mapping, destination)?;
+        self.shared.settings().check_replays(&encoder, destination)?;
         Ok(plan)
     }
 
@@ -471,6 +472,13 @@ impl PrepareDestination for BigtablePreparer {
         }
         let settled = crate::loads::held(client, destination, &self.shared.load_time).await?;
         Ok(Some(settled.held))
+    }
+
+    async fn stored_offsets(&self, destination: &str, job: &str) -> Result<Option<Offsets>> {
+        let client = self.shared.client().await?;
+        Ok(Some(
+            crate::offsets::stored_offsets(client, destination, job).await?,
+        ))
     }
 }
 

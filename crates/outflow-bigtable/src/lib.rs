@@ -30,6 +30,7 @@ pub mod batch;
 pub mod builder;
 pub mod client;
 pub mod loads;
+mod offsets;
 pub mod options;
 pub mod read;
 pub mod schema;

@@ -31,7 +31,7 @@ use crate::read::Row;
 
 /// The ledger table's name, in each destination's instance.
 pub const LEDGER_TABLE: &str = "_outflow_loads";
-const FAMILY: &str = "loads";
+pub(crate) const FAMILY: &str = "loads";
 
 /// One run's load: its id and the files it reads.
 #[derive(Clone, Debug)]
@@ -229,6 +229,23 @@ impl BigtableClient {
 
     async fn put_ledger_row(&self, table: &str, load: &Load, cells: &[(&str, String)]) -> Result<()> {
         let key = format!("{table}#{}", load.id).into_bytes();
+        let cells: Vec<(String, String)> = cells.iter().map(|(q, v)| (q.to_string(), v.clone())).collect();
+        let doing = format!(
+            "recording load {} of {table} in {}",
+            load.id,
+            self.table_path(LEDGER_TABLE)
+        );
+        self.put_ledger_cells(key, &cells, &doing).await
+    }
+
+    /// Writes `cells` (qualifier, value) to ledger row `key`, at the time now; `doing` says
+    /// what for, in errors.
+    pub(crate) async fn put_ledger_cells(
+        &self,
+        key: Vec<u8>,
+        cells: &[(String, String)],
+        doing: &str,
+    ) -> Result<()> {
         let at = now_millis_as_micros();
         let entry = Entry {
             row_key: key,
@@ -246,17 +263,11 @@ impl BigtableClient {
                 .collect(),
             idempotency: None,
         };
-        let doing = format!(
-            "recording load {} of {table} in {}",
-            load.id,
-            self.table_path(LEDGER_TABLE)
-        );
         let endpoint = self.data_endpoint();
         // The cells have explicit timestamps: writing them again is harmless.
         self.retry
-            .retry_within(&doing, self.request_timeout, |timeout| {
+            .retry_within(doing, self.request_timeout, |timeout| {
                 let entry = entry.clone();
-                let doing = &doing;
                 async move {
                     let outcome = self.mutate_rows(LEDGER_TABLE, vec![entry], timeout).await;
                     if let Some(status) = outcome.error {

@@ -683,6 +683,10 @@ pub struct BigtableSinkOptions {
         skip_serializing_if = "is_default_request_timeout"
     )]
     pub(crate) request_timeout: Duration,
+    /// Set by [`BigtableSinkOptions::for_checkpoints`]: every row must give the same cells
+    /// when written again. Never read from a job file.
+    #[serde(skip)]
+    pub(crate) replays_only: bool,
 }
 
 impl Default for BigtableSinkOptions {
@@ -702,6 +706,7 @@ impl Default for BigtableSinkOptions {
             batching: Batching::default(),
             retry: RetryPolicy::default(),
             request_timeout: default_request_timeout(),
+            replays_only: false,
         }
     }
 }
@@ -836,7 +841,32 @@ impl BigtableSinkOptions {
             batching: self.batching.clone(),
             retry: self.retry.clone(),
             request_timeout: self.request_timeout,
+            replays_only: self.replays_only,
         })
+    }
+
+    /// These options for the checkpoints of a streaming job. Bigtable applies rows as they
+    /// arrive, so a job that restarts writes the records since its last checkpoint again;
+    /// under exactly-once (`at_least_once` false) that must give the same cells. So the
+    /// cells must be timed by a field of the record (`timestamp: {field: ...}`; the Kafka
+    /// source's `timestamp_column` gives each record's own time), not by the clock, and no
+    /// field may go to an aggregate (AddToCell) family, which would count it twice (checked
+    /// against the table's families when it is prepared). Under at-least-once anything
+    /// goes, and a restart may add cell versions or count aggregates again.
+    pub fn for_checkpoints(&self, at_least_once: bool) -> Result<BigtableSinkOptions> {
+        if !at_least_once && !matches!(self.timestamp, CellTimestamp::Field(_)) {
+            return Err(Error::invalid_config(
+                "timestamp",
+                "a streaming job writes the records since its last checkpoint again when it \
+                 restarts, and cells timed by the clock would then be new versions: time them by \
+                 a field of the record (timestamp: {field: ...}; the Kafka source's \
+                 timestamp_column gives each record's own time), or accept that with \
+                 checkpoint.delivery: at_least_once",
+            ));
+        }
+        let mut options = self.clone();
+        options.replays_only = !at_least_once;
+        Ok(options)
     }
 }
 

@@ -647,6 +647,14 @@ impl RowEncoder {
         self.timestamp == TimestampPlan::WriteTime
     }
 
+    /// The first aggregate (AddToCell) family a field goes to, and the field, if any.
+    pub(crate) fn aggregate_cell(&self) -> Option<(&str, &str)> {
+        self.cells
+            .iter()
+            .find(|c| c.aggregate)
+            .map(|c| (c.family.as_str(), c.name.as_str()))
+    }
+
     /// Whether encoding the same rows again (at the same write time) gives the same cells:
     /// not with server-time cells or aggregate (AddToCell) families.
     pub(crate) fn replays_exactly(&self) -> bool {

@@ -40,9 +40,9 @@ use gcloud_sdk::google::bigtable::v2::mutate_rows_request::Entry;
 use gcloud_sdk::tonic::Code;
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
-    Aborted, Committer, CreateDisposition, Destination, DestinationPlan, Error, ErrorKind, FailedRecord,
-    LoadedFile, PlannedAction, Prepared as PreparedWrite, Result, RetryPolicy, Sink, TwoPhaseSink,
-    WriteResult,
+    Aborted, Checkpoint, Committer, CreateDisposition, Destination, DestinationPlan, Error, ErrorKind,
+    FailedRecord, LoadedFile, PlannedAction, Prepared as PreparedWrite, Result, RetryPolicy, Sink,
+    TwoPhaseSink, WriteResult,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, OnceCell};
@@ -69,6 +69,33 @@ pub(crate) struct Settings {
     pub(crate) batching: Batching,
     pub(crate) retry: RetryPolicy,
     pub(crate) request_timeout: Duration,
+    /// Whether every row must give the same cells when written again: a streaming job's
+    /// checkpoints under exactly-once ([`BigtableSinkOptions::for_checkpoints`]).
+    pub(crate) replays_only: bool,
+}
+
+impl Settings {
+    /// Refuses `encoder` for `table` when rows must replay exactly and it writes to an
+    /// aggregate family (AddToCell would count a record read again twice).
+    pub(crate) fn check_replays(&self, encoder: &RowEncoder, table: &str) -> Result<()> {
+        if !self.replays_only {
+            return Ok(());
+        }
+        match encoder.aggregate_cell() {
+            Some((family, field)) => Err(Error::invalid_config(
+                "columns",
+                format!(
+                    "field {field:?} goes to aggregate family {family:?} of {table}: a streaming job \
+                     writes the records since its last checkpoint again when it restarts, and \
+                     AddToCell would count them twice. Use checkpoint.delivery: at_least_once to \
+                     accept that, or map the field to a family that is not an aggregate"
+                ),
+            )
+            .with_context("family", family.to_string())
+            .with_context("table", table.to_string())),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A prepared destination: its families, and the encoders made for the schemas seen.
@@ -175,16 +202,8 @@ impl BigtableSink {
     /// Validates the options, naming the field at fault; nothing is sent until the sink
     /// first prepares or writes.
     pub async fn connect(options: BigtableSinkOptions) -> Result<BigtableSink> {
-        let settings = options.settings()?;
         Ok(BigtableSink {
-            shared: Arc::new(Shared {
-                settings: Arc::new(settings),
-                client: OnceCell::new(),
-                prepared: Mutex::new(HashMap::new()),
-                load: std::sync::Mutex::new(None),
-                load_time: LoadTime::now(),
-                ledger: OnceCell::new(),
-            }),
+            shared: Arc::new(Shared::new(options.settings()?)),
             state: WriteState::default(),
         })
     }
@@ -212,6 +231,17 @@ impl Shared {
     }
 
     /// The client, connecting on first use.
+    fn new(settings: Settings) -> Shared {
+        Shared {
+            settings: Arc::new(settings),
+            client: OnceCell::new(),
+            prepared: Mutex::new(HashMap::new()),
+            load: std::sync::Mutex::new(None),
+            load_time: LoadTime::now(),
+            ledger: OnceCell::new(),
+        }
+    }
+
     pub(crate) async fn client(&self) -> Result<&BigtableClient> {
         self.client
             .get_or_try_init(|| async {
@@ -328,6 +358,7 @@ impl Shared {
             let rows: Vec<usize> = rows.into_iter().map(|row| row as usize).collect();
             let (_, prepared) = self.prepare_once(&table).await?;
             let encoder = prepared.encoder(&schema, &self.settings.mapping, &table)?;
+            self.settings.check_replays(&encoder, &table)?;
             plans.push((table, rows, encoder));
         }
         if let Some(load) = &load {
@@ -732,9 +763,29 @@ impl TwoPhaseSink for BigtableSink {
     }
 }
 
-/// Commits nothing: see [`NothingToCommit`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BigtableCommitter;
+/// Commits nothing of the rows (they are applied as written; see [`NothingToCommit`]),
+/// and records a streaming checkpoint's offsets in the ledger table once its rows are.
+#[derive(Clone)]
+pub struct BigtableCommitter {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for BigtableCommitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BigtableCommitter")
+            .field("connection", &self.shared.settings.connection)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BigtableCommitter {
+    /// A committer for the sinks of `options` (it connects at its first checkpoint).
+    pub fn new(options: BigtableSinkOptions) -> Result<BigtableCommitter> {
+        Ok(BigtableCommitter {
+            shared: Arc::new(Shared::new(options.settings()?)),
+        })
+    }
+}
 
 #[async_trait]
 impl Committer for BigtableCommitter {
@@ -742,6 +793,27 @@ impl Committer for BigtableCommitter {
 
     async fn commit(&self, _committables: Vec<NothingToCommit>) -> Result<WriteResult> {
         Ok(WriteResult::default())
+    }
+
+    /// Records the checkpoint's offsets for `destination` (see [`crate::offsets`]): the
+    /// writers' rows were applied when they prepared.
+    async fn commit_checkpoint(
+        &self,
+        _committables: Vec<NothingToCommit>,
+        destination: &str,
+        checkpoint: &Checkpoint,
+    ) -> Result<WriteResult> {
+        let client = self.shared.client().await?;
+        crate::offsets::commit_offsets(client, destination, checkpoint).await?;
+        let mut result = WriteResult::default();
+        result.record(
+            destination,
+            DestinationStats {
+                commits: 1,
+                ..Default::default()
+            },
+        );
+        Ok(result)
     }
 }
 

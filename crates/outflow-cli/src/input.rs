@@ -138,6 +138,8 @@ impl StreamInput {
     pub fn open(job: &StreamJob, file: &JobFile) -> Result<StreamInput> {
         let spec = job.sink.relative_to(file.dir());
         spec.validate()?;
+        let at_least_once = job.checkpoint.delivery == crate::job::Delivery::AtLeastOnce;
+        let spec = spec.for_checkpoints(at_least_once)?;
         let table = spec.fixed_destination().ok_or_else(|| {
             outflow_core::Error::invalid_config(
                 "sink",

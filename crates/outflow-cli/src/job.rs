@@ -447,6 +447,23 @@ pub struct CheckpointSpec {
     /// At the latest after this many records (default 1,000,000).
     #[serde(default = "default_checkpoint_rows")]
     pub rows: u64,
+    /// `exactly_once` (the default) or `at_least_once`: whether a sink that applies rows as
+    /// they arrive (Bigtable) may write a record again in a way readers can see (new cell
+    /// versions, aggregates counted twice) when the job restarts.
+    #[serde(default)]
+    pub delivery: Delivery,
+}
+
+/// What a streaming job promises about records read again after a restart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Each record is visible once in every sink.
+    #[default]
+    ExactlyOnce,
+    /// A record may be visible again (Bigtable: a new cell version, an aggregate counted
+    /// twice); Iceberg commits are exactly once either way.
+    AtLeastOnce,
 }
 
 impl Default for CheckpointSpec {
@@ -454,6 +471,7 @@ impl Default for CheckpointSpec {
         CheckpointSpec {
             interval: default_checkpoint_interval(),
             rows: default_checkpoint_rows(),
+            delivery: Delivery::default(),
         }
     }
 }

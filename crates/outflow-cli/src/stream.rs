@@ -215,6 +215,11 @@ impl Stream<'_> {
     async fn run(&mut self) -> Result<StreamReport> {
         self.report.job = self.job_id.clone();
         self.report.table = self.table.clone();
+        // With the columns given, the table is prepared before anything is read, so a bad
+        // table or mapping fails at once.
+        if matches!(self.schema, Schema::Given(_)) {
+            self.know_schema().await?;
+        }
         let interval = self.job.checkpoint.interval;
         let mut deadline = Deadline::now() + interval;
         let interrupt = self.options.interrupt.clone();
@@ -369,12 +374,7 @@ impl Stream<'_> {
                 }
                 Ok(())
             }
-            _ => {
-                if let Schema::Given(_) = self.schema {
-                    self.know_schema().await?;
-                }
-                self.write(fresh).await
-            }
+            _ => self.write(fresh).await,
         }
     }
 

@@ -44,6 +44,10 @@ impl Connector for BigtableSinkOptions {
     }
 
     async fn committer(&self) -> Result<Box<dyn DynCommitter>> {
-        Ok(Box::new(BigtableCommitter))
+        Ok(Box::new(BigtableCommitter::new(self.clone())?))
+    }
+
+    fn for_checkpoints(&self, at_least_once: bool) -> Result<Self> {
+        BigtableSinkOptions::for_checkpoints(self, at_least_once)
     }
 }

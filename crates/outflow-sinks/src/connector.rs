@@ -44,6 +44,12 @@ pub(crate) trait Connector: Clone + Send + Sync {
 
     /// The committer of a two-phase write.
     async fn committer(&self) -> Result<Box<dyn DynCommitter>>;
+
+    /// The options for the checkpoints of a streaming job, refused when the sink cannot
+    /// write a record again without changing what readers see (unless `at_least_once`).
+    fn for_checkpoints(&self, _at_least_once: bool) -> Result<Self> {
+        Ok(self.clone())
+    }
 }
 
 /// The sink name of an options type.

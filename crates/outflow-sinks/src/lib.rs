@@ -184,6 +184,13 @@ impl SinkSpec {
         with_options!(self, options => Connector::open_two_phase(options.as_ref()).await)
     }
 
+    /// The same spec for the checkpoints of a streaming job: refused, naming the option,
+    /// when a restart would change what the sink holds (Bigtable cells timed by the clock),
+    /// unless the job accepts at-least-once delivery.
+    pub fn for_checkpoints(&self, at_least_once: bool) -> Result<SinkSpec> {
+        with_options!(self, options => Ok(Connector::for_checkpoints(options.as_ref(), at_least_once)?.into_spec()))
+    }
+
     /// The committer of a two-phase write: it commits every writer's committables once.
     pub async fn committer(&self) -> Result<Box<dyn DynCommitter>> {
         with_options!(self, options => Connector::committer(options.as_ref()).await)

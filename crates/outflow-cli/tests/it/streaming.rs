@@ -363,8 +363,10 @@ fn two_processes_of_one_job_share_the_partitions_through_a_rebalance_without_los
     let broker = Broker::from_env();
     let topic = unique_name("shared");
     broker.create_topic(&topic, PARTITIONS);
-    const RECORDS: i64 = 400_000;
-    produce(&broker, &topic, 0, RECORDS);
+    const FIRST: i64 = 100_000;
+    const ROUNDS: i64 = 20;
+    const ROUND: i64 = 10_000;
+    produce(&broker, &topic, 0, FIRST);
     let dir = tempfile::tempdir().unwrap();
     let catalog = TestCatalog::sql_in(dir.path());
     let table = "stream.shared";
@@ -376,91 +378,208 @@ fn two_processes_of_one_job_share_the_partitions_through_a_rebalance_without_los
         .replace(&format!("lake-{topic}-1"), &format!("lake-{topic}-2"));
     std::fs::write(&second, text).unwrap();
 
-    let mut one = start(&first, &["--until-caught-up", "--json", "--quiet"]);
-    let lines = timed_lines(&mut one);
-    // Joining once the first has committed forces a rebalance: it checkpoints what it
-    // holds of every partition before giving two of them up.
-    checkpoint_reaching(&lines, 1, Duration::from_secs(60));
-    let two = start(&second, &["--until-caught-up", "--json", "--quiet"]);
-    let two = two.wait_with_output().unwrap();
-    let status = one.wait().unwrap();
-    let one_lines: Vec<String> = lines.try_iter().map(|(_, l)| l).collect();
-    let two_out = String::from_utf8_lossy(&two.stdout).into_owned();
-    assert!(status.success(), "the first process failed: {one_lines:?}");
-    assert!(
-        two.status.success(),
-        "the second process failed:\n{two_out}\n{}",
-        String::from_utf8_lossy(&two.stderr)
-    );
-    let records = |out: &str| -> i64 {
-        let last: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
-        last["stream"]["records"].as_i64().unwrap()
+    let mut one = start(&first, &["--json", "--quiet"]);
+    let one_lines = timed_lines(&mut one);
+    // Joining once the first has committed forces a rebalance: the first checkpoints what
+    // it holds of every partition before giving two of them up.
+    checkpoint_reaching(&one_lines, 1, Duration::from_secs(60));
+    let mut two = start(&second, &["--json", "--quiet"]);
+    let two_lines = timed_lines(&mut two);
+    // Records keep coming through the rebalance and after it.
+    for round in 0..ROUNDS {
+        produce(&broker, &topic, FIRST + round * ROUND, ROUND);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let total = FIRST + ROUNDS * ROUND;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while catalog.column_stats(table, "id")["rows"].as_i64().unwrap() < total {
+        assert!(
+            Instant::now() < deadline,
+            "not every record was committed within 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    signal(&one, "TERM");
+    signal(&two, "TERM");
+    assert!(one.wait().unwrap().success(), "the first process failed");
+    assert!(two.wait().unwrap().success(), "the second process failed");
+    let summary = |lines: &std::sync::mpsc::Receiver<(Instant, String)>| -> Value {
+        let all: Vec<String> = lines.iter().map(|(_, l)| l).collect();
+        serde_json::from_str(all.last().unwrap()).unwrap()
     };
-    let read_by_two = records(&two_out);
+    let read_by_two = summary(&two_lines)["stream"]["records"].as_i64().unwrap();
+    let read_by_one = summary(&one_lines)["stream"]["records"].as_i64().unwrap();
     assert!(
-        read_by_two > 0 && read_by_two < RECORDS,
-        "the second process read {read_by_two} records: the partitions were not shared"
+        read_by_two > 0 && read_by_one > 0,
+        "the processes read {read_by_one} and {read_by_two} records: the partitions were not shared"
     );
     let ends = broker.end_offsets(&topic);
-    assert_exactly_once(&catalog, table, &format!("lake-{topic}"), RECORDS, &ends);
+    assert_exactly_once(&catalog, table, &format!("lake-{topic}"), total, &ends);
 }
 
-#[test]
-fn check_and_plan_of_a_streaming_job_say_what_the_run_would_write_without_reading_the_stream() {
-    // No broker is reached: the brokers named here do not exist.
-    let dir = tempfile::tempdir().unwrap();
-    let broker = Broker {
-        brokers: "127.0.0.1:9".into(),
-    };
-    let columns = JobShape {
-        source: "  json:\n    schema:\n      - { name: id, type: long, required: true }\n      - { name: customer, type: string }\n",
+/// A streaming job from `topic` into Bigtable table `table` on the emulator: cells timed by
+/// each record's Kafka time; `families` are the table's column families (YAML) and
+/// `columns` where the fields go.
+fn write_bigtable_job(
+    dir: &Path,
+    broker: &Broker,
+    topic: &str,
+    table: &str,
+    families: &str,
+    columns: &str,
+) -> std::path::PathBuf {
+    let host = outflow_testkit::bigtable::emulator_host();
+    let shape = JobShape {
+        source: "  json:\n    schema:\n      - { name: id, type: long, required: true }\n      - { name: customer, type: string }\n      - { name: amount, type: double }\n",
         ..JobShape::default()
     };
-    let job = write_job(dir.path(), &broker, "orders", "stream.planned", columns);
-    let checked = crate::outflow()
-        .args(["check", "--json"])
-        .arg(&job)
-        .output()
-        .unwrap();
-    assert!(
-        checked.status.success(),
-        "{}",
-        String::from_utf8_lossy(&checked.stderr)
+    let job = write_job(dir, broker, topic, "unused.table", shape);
+    let text = std::fs::read_to_string(&job).unwrap();
+    let (head, _) = text.split_once("sink:").unwrap();
+    let head = head.replace(
+        "key_column: key\n",
+        "key_column: key\n    timestamp_column: kafka_time\n",
     );
-    let doc: Value = serde_json::from_slice(&checked.stdout).unwrap();
-    assert_eq!(doc["stream"]["table"], "stream.planned");
-    let names: Vec<&str> = doc["stream"]["schema"]
+    let text = format!(
+        "{head}sink:\n  bigtable:\n    project: {BT_PROJECT}\n    instance: {BT_INSTANCE}\n    table: {table}\n    \
+         endpoint: {host}\n    \
+         table_options: {{ column_families: [ {families} ] }}\n    \
+         row_key: {{ fields: [id] }}\n    \
+         columns: {{ explicit: [ {columns} ] }}\n    \
+         timestamp: {{ field: kafka_time }}\n"
+    );
+    std::fs::write(&job, text).unwrap();
+    job
+}
+
+const BT_PROJECT: &str = "outflow-stream";
+const BT_INSTANCE: &str = "stream";
+
+#[test]
+fn a_job_into_bigtable_killed_and_restarted_leaves_each_record_as_one_cell_version() {
+    let broker = Broker::from_env();
+    let topic = unique_name("cells");
+    broker.create_topic(&topic, PARTITIONS);
+    const RECORDS: i64 = 20_000;
+    produce(&broker, &topic, 0, RECORDS);
+    let dir = tempfile::tempdir().unwrap();
+    let table = unique_name("orders");
+    let job = write_bigtable_job(
+        dir.path(),
+        &broker,
+        &topic,
+        &table,
+        "{name: info}",
+        "{field: customer, family: info}, {field: amount, family: info}",
+    );
+    let mut rng = rand::rng();
+    let mut killed = 0;
+    while killed < 5 {
+        let mut child = start(&job, &["--until-caught-up", "--quiet"]);
+        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        killed += 1;
+    }
+    assert!(
+        killed >= 2,
+        "the job caught up after {killed} kills: too few to test restarts"
+    );
+    run_to_end(&job);
+
+    // Google's client: every record is one row, each cell one version at the record's time,
+    // however often the job wrote it again.
+    let host = outflow_testkit::bigtable::emulator_host();
+    let read = outflow_testkit::bigtable::python_read(&host, BT_PROJECT, BT_INSTANCE, &table);
+    let rows = read["rows"].as_array().unwrap();
+    assert_eq!(rows.len() as i64, RECORDS);
+    for row in rows {
+        for qualifier in ["customer", "amount"] {
+            let versions = row["cells"]["info"][qualifier].as_array().unwrap();
+            assert_eq!(versions.len(), 1, "{}: {versions:?}", row["key"]);
+        }
+    }
+    // The offsets in the ledger are the topic's end offsets.
+    let ledger = outflow_testkit::bigtable::python_read(&host, BT_PROJECT, BT_INSTANCE, "_outflow_loads");
+    let key = format!("{table}#outflow.offsets.lake-{topic}");
+    let row = ledger["rows"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["id", "customer", "key"]);
+        .find(|r| r["key"] == key.as_str())
+        .unwrap_or_else(|| panic!("no offsets row {key}"));
+    let mut stored = BTreeMap::new();
+    for (partition, versions) in row["cells"]["loads"].as_object().unwrap() {
+        let newest = versions
+            .as_array()
+            .unwrap()
+            .iter()
+            .max_by_key(|v| v["ts"].as_i64().unwrap())
+            .unwrap();
+        let hex = newest["value_hex"].as_str().unwrap();
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        stored.insert(
+            partition.clone(),
+            String::from_utf8(bytes).unwrap().parse::<i64>().unwrap(),
+        );
+    }
+    assert_eq!(stored, broker.end_offsets(&topic));
+}
 
-    let planned = crate::outflow()
-        .args(["plan", "--json"])
+#[test]
+fn a_job_into_bigtable_refuses_clock_timed_cells_and_aggregate_families_under_exactly_once() {
+    let broker = Broker::from_env();
+    let topic = unique_name("agg");
+    broker.create_topic(&topic, PARTITIONS);
+    produce(&broker, &topic, 0, 10);
+    let dir = tempfile::tempdir().unwrap();
+    let table = unique_name("totals");
+    let job = write_bigtable_job(
+        dir.path(),
+        &broker,
+        &topic,
+        &table,
+        "{name: info}, {name: stats, type: {aggregate: sum}}",
+        "{field: customer, family: info}, {field: id, family: stats}",
+    );
+    let failed = crate::outflow()
+        .args(["run", "--until-caught-up"])
         .arg(&job)
         .output()
         .unwrap();
-    assert!(
-        planned.status.success(),
+    assert_eq!(
+        failed.status.code(),
+        Some(2),
         "{}",
-        String::from_utf8_lossy(&planned.stderr)
+        String::from_utf8_lossy(&failed.stdout)
     );
-    let doc: Value = serde_json::from_slice(&planned.stdout).unwrap();
-    assert_eq!(doc["destinations"][0]["destination"], "stream.planned");
-    assert_eq!(doc["destinations"][0]["action"], "create", "{doc}");
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("aggregate family \"stats\""), "{stderr}");
 
-    // Without the columns the schema is only known once records arrive: plan says so.
-    let job = write_job(
-        dir.path(),
-        &broker,
-        "orders",
-        "stream.planned",
-        JobShape::default(),
-    );
-    let planned = crate::outflow().arg("plan").arg(&job).output().unwrap();
-    assert_eq!(planned.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&planned.stderr);
-    assert!(stderr.contains("source.json.schema"), "{stderr}");
+    // Accepted when the job says at-least-once: the sum counts what it reads.
+    let text = std::fs::read_to_string(&job)
+        .unwrap()
+        .replace("rows: 25000 }", "rows: 25000, delivery: at_least_once }");
+    std::fs::write(&job, &text).unwrap();
+    run_to_end(&job);
+
+    // Cells timed by the clock are refused before anything is read.
+    let clock = text
+        .replace("    timestamp: { field: kafka_time }\n", "")
+        .replace(", delivery: at_least_once", "");
+    std::fs::write(&job, clock).unwrap();
+    let failed = crate::outflow()
+        .args(["run", "--until-caught-up"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("timestamp"), "{stderr}");
 }
