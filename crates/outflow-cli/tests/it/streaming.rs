@@ -583,3 +583,63 @@ fn a_job_into_bigtable_refuses_clock_timed_cells_and_aggregate_families_under_ex
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(stderr.contains("timestamp"), "{stderr}");
 }
+
+#[test]
+fn check_and_plan_of_a_streaming_job_say_what_the_run_would_write_without_reading_the_stream() {
+    // No broker is reached: the brokers named here do not exist.
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker {
+        brokers: "127.0.0.1:9".into(),
+    };
+    let columns = JobShape {
+        source: "  json:\n    schema:\n      - { name: id, type: long, required: true }\n      - { name: customer, type: string }\n",
+        ..JobShape::default()
+    };
+    let job = write_job(dir.path(), &broker, "orders", "stream.planned", columns);
+    let checked = crate::outflow()
+        .args(["check", "--json"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&checked.stdout).unwrap();
+    assert_eq!(doc["stream"]["table"], "stream.planned");
+    let names: Vec<&str> = doc["stream"]["schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["id", "customer", "key"]);
+
+    let planned = crate::outflow()
+        .args(["plan", "--json"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert!(
+        planned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&planned.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&planned.stdout).unwrap();
+    assert_eq!(doc["destinations"][0]["destination"], "stream.planned");
+    assert_eq!(doc["destinations"][0]["action"], "create", "{doc}");
+
+    // Without the columns the schema is only known once records arrive: plan says so.
+    let job = write_job(
+        dir.path(),
+        &broker,
+        "orders",
+        "stream.planned",
+        JobShape::default(),
+    );
+    let planned = crate::outflow().arg("plan").arg(&job).output().unwrap();
+    assert_eq!(planned.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&planned.stderr);
+    assert!(stderr.contains("source.json.schema"), "{stderr}");
+}
