@@ -289,11 +289,12 @@ impl BigtableClient {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::read::Cell;
 
-    fn cell(qualifier: &str, value: &str, ts: i64) -> Cell {
+    /// A cell of the ledger's family (for the ledger's and the offsets' tests).
+    pub(crate) fn cell(qualifier: &str, value: &str, ts: i64) -> Cell {
         Cell {
             family: FAMILY.into(),
             qualifier: qualifier.as_bytes().to_vec(),

@@ -91,17 +91,7 @@ pub(crate) async fn commit_offsets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::read::Cell;
-
-    fn cell(qualifier: &str, value: &str, ts: i64) -> Cell {
-        Cell {
-            family: FAMILY.into(),
-            qualifier: qualifier.as_bytes().to_vec(),
-            timestamp_micros: ts,
-            value: value.as_bytes().to_vec(),
-            labels: Vec::new(),
-        }
-    }
+    use crate::loads::tests::cell;
 
     #[test]
     fn each_partition_column_holds_its_latest_offset() {

@@ -129,6 +129,8 @@ pub struct StreamInput {
     pub spec: outflow_sinks::SinkSpec,
     /// The table every row goes to.
     pub table: String,
+    /// The record values' schema, when the columns are given.
+    pub values: Option<SchemaRef>,
     /// The schema after the key column and the transforms, when the columns are given.
     pub schema: Option<SchemaRef>,
 }
@@ -146,17 +148,23 @@ impl StreamInput {
                 "a streaming job writes one fixed table; a table template is not supported yet",
             )
         })?;
-        let schema = match &job.source.json.schema {
-            Some(columns) => {
-                let values = crate::source::explicit_schema(columns, Format::Ndjson)?;
-                Some(stream_output_schema(job, values, false)?.1)
-            }
+        let values = match &job.source.json.schema {
+            Some(columns) => Some(crate::source::explicit_schema(columns, Format::Ndjson)?),
+            None => None,
+        };
+        let schema = match &values {
+            Some(values) => Some(stream_output_schema(job, values.clone(), false)?.1),
             None => None,
         };
         if let Some(schema) = &schema {
             spec.check_input(schema)?;
         }
-        Ok(StreamInput { spec, table, schema })
+        Ok(StreamInput {
+            spec,
+            table,
+            values,
+            schema,
+        })
     }
 }
 

@@ -34,7 +34,7 @@ use serde::Serialize;
 use tokio::time::Instant as Deadline;
 
 use crate::input::{StreamInput, stream_output_schema};
-use crate::job::{Format, JobFile, StreamJob};
+use crate::job::{JobFile, StreamJob};
 use crate::run::Interrupt;
 use crate::source::{RowOrigins, SinkRowOrigins, Unit};
 use crate::transform::Transforms;
@@ -117,11 +117,9 @@ struct OpenWriter {
 /// `until_caught_up`, has caught up.
 pub async fn run_stream(job: &StreamJob, file: &JobFile, options: &StreamOptions) -> Result<StreamReport> {
     let started = Instant::now();
-    let StreamInput { spec, table, .. } = StreamInput::open(job, file)?;
-    let given = match &job.source.json.schema {
-        Some(columns) => Some(crate::source::explicit_schema(columns, Format::Ndjson)?),
-        None => None,
-    };
+    let StreamInput {
+        spec, table, values, ..
+    } = StreamInput::open(job, file)?;
     let opened = spec.open().await?;
     let job_id = job.job_id().to_string();
     if opened.preparer.stored_offsets(&table, &job_id).await?.is_none() {
@@ -151,7 +149,7 @@ pub async fn run_stream(job: &StreamJob, file: &JobFile, options: &StreamOptions
         preparer: opened.preparer,
         committer,
         source,
-        schema: Schema::new(given, job.source.json.infer_rows),
+        schema: Schema::new(values, job.source.json.infer_rows),
         partitions: BTreeMap::new(),
         ends: Offsets::new(),
         open: None,
