@@ -290,6 +290,14 @@ impl std::fmt::Debug for StreamCommits {
 /// stream was refused (and then none was committed).
 pub type StreamErrors = Vec<(String, String)>;
 
+/// Whether BigQuery answered that it does not know a stream. Committed streams stay
+/// known; uncommitted ones are garbage-collected. The service says NOT_FOUND; the emulator
+/// says INVALID_ARGUMENT ("Invalid stream name").
+pub(crate) fn is_unknown_stream(e: &Error) -> bool {
+    e.kind() == ErrorKind::NotFound
+        || (e.kind() == ErrorKind::InvalidInput && e.message().contains("Invalid stream name"))
+}
+
 impl StreamCommits {
     /// Connects to the connection's gRPC endpoint; `timeout` bounds each call.
     pub async fn connect(connection: &ResolvedConnection, timeout: Duration) -> Result<StreamCommits> {

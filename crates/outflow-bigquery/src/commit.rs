@@ -13,12 +13,14 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use outflow_core::{Committer, Error, ErrorKind, LoadedFile, Result, RetryPolicy, WriteResult};
+use outflow_core::sink::DestinationStats;
+use outflow_core::{Checkpoint, Committer, Error, ErrorKind, LoadedFile, Result, RetryPolicy, WriteResult};
 use serde::{Deserialize, Serialize};
 
 use crate::admin::Admin;
 use crate::client::{Clients, ResolvedConnection, StreamCommits, process_env};
 use crate::loads::{Ledger, Load, Visibility};
+use crate::offsets::OffsetsLedger;
 use crate::options::BigQuerySinkOptions;
 use crate::table_ref::TableRef;
 
@@ -34,9 +36,7 @@ pub struct PendingStream {
 impl PendingStream {
     /// The table the stream belongs to, as BatchCommitWriteStreams names it.
     fn parent(&self) -> &str {
-        self.stream
-            .split_once("/streams/")
-            .map_or(self.stream.as_str(), |(parent, _)| parent)
+        stream_parent(&self.stream)
     }
 }
 
@@ -46,8 +46,10 @@ impl PendingStream {
 pub struct BigQueryCommitter {
     commits: StreamCommits,
     retry: RetryPolicy,
-    /// For the load ledger.
+    /// For the load ledger and the offsets of streaming jobs.
     admin: Admin,
+    /// The project and dataset of table names that name none.
+    defaults: (Option<String>, Option<String>),
 }
 
 impl BigQueryCommitter {
@@ -62,51 +64,11 @@ impl BigQueryCommitter {
                 options.retry().clone(),
                 options.request_timeout(),
             ),
-        })
-    }
-
-    /// Commits one table's streams; `false` when an earlier run committed them already.
-    async fn commit_table(&self, table: &str, parent: &str, streams: &[String]) -> Result<bool> {
-        let what = format!("committing {} streams of {table}", streams.len());
-        let refused = self
-            .retry
-            .retry_within(&what, self.commits.timeout(), |limit| {
-                self.commits.batch_commit(parent, streams, limit)
-            })
-            .await?;
-        if refused.is_empty() {
-            tracing::info!(table, streams = streams.len(), "committed the writers' streams");
-            return Ok(true);
-        }
-        // Nothing was committed by this call. When every refused stream is committed, an
-        // earlier call committed them all (a commit is all or nothing): the rerun is a no-op.
-        let mut uncommitted = Vec::new();
-        for (stream, why) in &refused {
-            let committed = self
-                .retry
-                .retry_within(
-                    &format!("reading stream {stream}"),
-                    self.commits.timeout(),
-                    |limit| self.commits.is_committed(stream, limit),
-                )
-                .await?;
-            if !committed {
-                uncommitted.push(format!("{stream}: {why}"));
-            }
-        }
-        if uncommitted.is_empty() {
-            tracing::info!(table, "the writers' streams were committed before");
-            return Ok(false);
-        }
-        Err(Error::new(
-            ErrorKind::Conflict,
-            format!(
-                "{what}: BigQuery refused {}; none of the streams' rows were committed",
-                uncommitted.join("; ")
+            defaults: (
+                options.project().map(String::from),
+                options.dataset().map(String::from),
             ),
-        )
-        .with_context("table", table.to_string())
-        .with_retryable(false))
+        })
     }
 }
 
@@ -128,6 +90,42 @@ impl Committer for BigQueryCommitter {
         self.commit_recording(committables, Some(Load::new(files.to_vec())))
             .await
     }
+
+    /// Commits the streams of `destination` with the checkpoint's offsets, recorded in the
+    /// dataset's offsets table around the commit (see [`crate::offsets`]).
+    async fn commit_checkpoint(
+        &self,
+        committables: Vec<PendingStream>,
+        destination: &str,
+        checkpoint: &Checkpoint,
+    ) -> Result<WriteResult> {
+        let t = TableRef::parse(
+            destination,
+            self.defaults.0.as_deref(),
+            self.defaults.1.as_deref(),
+        )?;
+        let name = t.to_string();
+        if let Some(other) = committables.iter().find(|c| c.table != name) {
+            return Err(Error::internal(format!(
+                "a checkpoint of {name} was handed a stream of {}",
+                other.table
+            )));
+        }
+        let mut streams: Vec<String> = committables.into_iter().map(|c| c.stream).collect();
+        streams.sort();
+        streams.dedup();
+        let ledger = OffsetsLedger::of(&self.admin, &self.commits, &self.retry, &t);
+        let committed = ledger.commit(&t, checkpoint, &streams).await?;
+        let mut result = WriteResult::default();
+        result.record(
+            &name,
+            DestinationStats {
+                commits: u64::from(committed || streams.is_empty()),
+                ..Default::default()
+            },
+        );
+        Ok(result)
+    }
 }
 
 impl BigQueryCommitter {
@@ -144,7 +142,7 @@ impl BigQueryCommitter {
                 .push(pending.stream.clone());
         }
         let mut result = WriteResult::default();
-        for ((table, parent), mut streams) in by_table {
+        for ((table, _), mut streams) in by_table {
             streams.sort();
             streams.dedup();
             let recorded = match &load {
@@ -158,7 +156,7 @@ impl BigQueryCommitter {
                 }
                 None => None,
             };
-            let committed = self.commit_table(table, parent, &streams).await?;
+            let committed = commit_streams(&self.commits, &self.retry, table, &streams).await?;
             if let Some((t, ledger, load)) = recorded {
                 ledger.loaded(&t, load, false).await?;
             }
@@ -169,6 +167,66 @@ impl BigQueryCommitter {
         }
         Ok(result)
     }
+}
+
+/// The table a stream belongs to (`projects/P/datasets/D/tables/T`), as
+/// BatchCommitWriteStreams names it.
+fn stream_parent(stream: &str) -> &str {
+    stream
+        .split_once("/streams/")
+        .map_or(stream, |(parent, _)| parent)
+}
+
+/// Commits `streams` of `table` (`project.dataset.table`) together; `false` when an
+/// earlier call committed them already (a rerun, or another process completing an
+/// interrupted checkpoint). A refusal with any stream left uncommitted is a conflict: then
+/// none of the streams' rows were committed.
+pub(crate) async fn commit_streams(
+    commits: &StreamCommits,
+    retry: &RetryPolicy,
+    table: &str,
+    streams: &[String],
+) -> Result<bool> {
+    let Some(first) = streams.first() else {
+        return Ok(false);
+    };
+    let parent = stream_parent(first);
+    let what = format!("committing {} streams of {table}", streams.len());
+    let refused = retry
+        .retry_within(&what, commits.timeout(), |limit| {
+            commits.batch_commit(parent, streams, limit)
+        })
+        .await?;
+    if refused.is_empty() {
+        tracing::info!(table, streams = streams.len(), "committed the writers' streams");
+        return Ok(true);
+    }
+    // Nothing was committed by this call. When every refused stream is committed, an
+    // earlier call committed them all (a commit is all or nothing): the rerun is a no-op.
+    let mut uncommitted = Vec::new();
+    for (stream, why) in &refused {
+        let committed = retry
+            .retry_within(&format!("reading stream {stream}"), commits.timeout(), |limit| {
+                commits.is_committed(stream, limit)
+            })
+            .await?;
+        if !committed {
+            uncommitted.push(format!("{stream}: {why}"));
+        }
+    }
+    if uncommitted.is_empty() {
+        tracing::info!(table, "the writers' streams were committed before");
+        return Ok(false);
+    }
+    Err(Error::new(
+        ErrorKind::Conflict,
+        format!(
+            "{what}: BigQuery refused {}; none of the streams' rows were committed",
+            uncommitted.join("; ")
+        ),
+    )
+    .with_context("table", table.to_string())
+    .with_retryable(false))
 }
 
 #[cfg(test)]

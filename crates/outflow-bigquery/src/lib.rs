@@ -17,7 +17,8 @@
 //! - [`client`]: the service clients and what their errors mean for retrying.
 //!
 //! And BigQuery's own: [`commit`] (the committer of a two-phase write:
-//! [`BigQueryCommitter`] commits every writer's pending streams together), [`stream`] (one
+//! [`BigQueryCommitter`] commits every writer's pending streams together), [`loads`] and
+//! [`offsets`] (what a table holds of source files and of streaming jobs' offsets), [`stream`] (one
 //! table's write stream: offsets, retries, finalize and commit), [`request`] and [`rows`]
 //! (rows into AppendRows requests under the limits) and [`table_ref`] (table names).
 //!
@@ -29,6 +30,7 @@ pub mod builder;
 pub mod client;
 pub mod commit;
 pub mod loads;
+pub mod offsets;
 pub mod options;
 pub mod request;
 pub mod rows;

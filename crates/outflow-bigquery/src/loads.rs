@@ -16,7 +16,7 @@
 //! insert's would sit in the streaming buffer).
 
 use outflow_core::loads::{self, LoadOutcome, LoadRecord, Settled};
-use outflow_core::{Error, ErrorKind, LoadedFile, Result};
+use outflow_core::{Error, LoadedFile, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::admin::{Admin, JobState, QueryParam};
@@ -54,16 +54,20 @@ pub(crate) enum Visibility {
     CopyJob(String),
 }
 
-/// What a row of the ledger says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
+/// What a row of a ledger says (of a load, or of a streaming job's checkpoint), in the
+/// order a load goes: a later state beats an earlier one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum State {
+    /// About to make rows visible.
     Intent,
-    Loaded,
+    /// Its rows never became visible.
     Abandoned,
+    /// Its rows are visible.
+    Loaded,
 }
 
 impl State {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             State::Intent => "intent",
             State::Loaded => "loaded",
@@ -71,7 +75,7 @@ impl State {
         }
     }
 
-    fn parse(text: &str) -> Option<State> {
+    pub(crate) fn parse(text: &str) -> Option<State> {
         match text {
             "intent" => Some(State::Intent),
             "loaded" => Some(State::Loaded),
@@ -263,35 +267,17 @@ impl<'a> Ledger<'a> {
         replaces: bool,
     ) -> Result<()> {
         let what = format!("recording load {load_id} of {destination} in {}", self.table);
-        let sql = format!(
-            "INSERT INTO {} (destination, load_id, state, files, visibility, replaces, recorded_at) \
-             VALUES (@destination, @load_id, @state, {}, {}, @replaces, CURRENT_TIMESTAMP())",
-            self.table.sql(),
-            if files.is_some() { "@files" } else { "NULL" },
-            if visibility.is_some() {
-                "@visibility"
-            } else {
-                "NULL"
-            },
-        );
         let name = destination.to_string();
-        let mut params = vec![
-            param("destination", "STRING", &name),
-            param("load_id", "STRING", load_id),
-            param("state", "STRING", state.as_str()),
-            param("replaces", "BOOL", if replaces { "true" } else { "false" }),
+        let replaces = if replaces { "true" } else { "false" };
+        let columns = [
+            ("destination", "STRING", Some(name.as_str())),
+            ("load_id", "STRING", Some(load_id)),
+            ("state", "STRING", Some(state.as_str())),
+            ("files", "STRING", files),
+            ("visibility", "STRING", visibility),
+            ("replaces", "BOOL", Some(replaces)),
         ];
-        if let Some(files) = files {
-            params.push(param("files", "STRING", files));
-        }
-        if let Some(visibility) = visibility {
-            params.push(param("visibility", "STRING", visibility));
-        }
-        self.admin
-            .query(&self.table.project, &what, &sql, &params)
-            .await
-            .map_err(|e| e.with_context("table", self.table.to_string()))?;
-        Ok(())
+        insert_recorded(self.admin, &self.table, &what, &columns).await
     }
 
     /// `destination`'s loads in the order they began; none when there is no ledger yet.
@@ -310,14 +296,48 @@ impl<'a> Ledger<'a> {
     }
 }
 
-fn param<'a>(name: &'a str, kind: &'a str, value: &'a str) -> QueryParam<'a> {
+/// Inserts one row into ledger table `table`: each column's value as a query parameter
+/// (NULL when `None`), and `recorded_at` the statement's time.
+pub(crate) async fn insert_recorded(
+    admin: &Admin,
+    table: &TableRef,
+    what: &str,
+    columns: &[(&str, &str, Option<&str>)],
+) -> Result<()> {
+    let names: Vec<&str> = columns.iter().map(|(name, _, _)| *name).collect();
+    let values: Vec<String> = columns
+        .iter()
+        .map(|(name, _, value)| match value {
+            Some(_) => format!("@{name}"),
+            None => "NULL".to_string(),
+        })
+        .collect();
+    let sql = format!(
+        "INSERT INTO {} ({}, recorded_at) VALUES ({}, CURRENT_TIMESTAMP())",
+        table.sql(),
+        names.join(", "),
+        values.join(", ")
+    );
+    let params: Vec<QueryParam<'_>> = columns
+        .iter()
+        .filter_map(|(name, kind, value)| value.map(|v| param(name, kind, v)))
+        .collect();
+    admin
+        .query(&table.project, what, &sql, &params)
+        .await
+        .map_err(|e| e.with_context("table", table.to_string()))?;
+    Ok(())
+}
+
+/// A named query parameter.
+pub(crate) fn param<'a>(name: &'a str, kind: &'a str, value: &'a str) -> QueryParam<'a> {
     QueryParam { name, kind, value }
 }
 
 /// A stream BigQuery no longer knows was never committed: committed streams stay known,
 /// uncommitted ones are garbage-collected.
 fn gone_is_uncommitted(e: Error) -> Result<bool> {
-    if e.kind() == ErrorKind::NotFound {
+    if crate::client::is_unknown_stream(&e) {
         Ok(false)
     } else {
         Err(e)

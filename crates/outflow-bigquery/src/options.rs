@@ -326,6 +326,32 @@ impl BigQuerySinkOptions {
         self
     }
 
+    /// The options for the checkpoints of a streaming job. Each checkpoint's rows go to
+    /// pending streams that the checkpoint commits with its offsets, so under exactly-once
+    /// (`at_least_once` false) the write method must be `exactly_once`: the default
+    /// stream's rows are visible as sent, and those of a checkpoint that did not commit
+    /// would be there twice once the restarted job wrote them again. A streaming job
+    /// appends: `truncate` would replace the table at every checkpoint, and `empty` would
+    /// refuse the second.
+    pub fn for_checkpoints(&self, at_least_once: bool) -> Result<BigQuerySinkOptions, Error> {
+        if !at_least_once && self.write_method == WriteMethod::AtLeastOnce {
+            return Err(Error::invalid_config(
+                "write_method",
+                "at_least_once writes to the default stream, whose rows are visible as sent, so \
+                 a streaming job that restarts would write the rows of its last uncommitted \
+                 checkpoint twice: use exactly_once (pending streams committed with the \
+                 offsets), or accept doubles with checkpoint.delivery: at_least_once",
+            ));
+        }
+        if self.write_disposition != WriteDisposition::Append {
+            return Err(Error::invalid_config(
+                "write_disposition",
+                "a streaming job appends at every checkpoint: use write_disposition append",
+            ));
+        }
+        Ok(self.clone())
+    }
+
     /// Whether a missing table may be created.
     pub fn create_disposition(&self) -> CreateDisposition {
         self.create_disposition

@@ -160,6 +160,7 @@ impl Shared {
                     if self.load().is_some() {
                         Ledger::of(&self.admin, t).forget(t).await?;
                     }
+                    crate::offsets::forget(&self.admin, t).await?;
                 }
                 (table, created)
             }

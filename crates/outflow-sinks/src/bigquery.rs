@@ -52,4 +52,8 @@ impl Connector for BigQuerySinkOptions {
     async fn committer(&self) -> Result<Box<dyn DynCommitter>> {
         Ok(Box::new(BigQueryCommitter::connect(self).await?))
     }
+
+    fn for_checkpoints(&self, at_least_once: bool) -> Result<Self> {
+        BigQuerySinkOptions::for_checkpoints(self, at_least_once)
+    }
 }

@@ -7,13 +7,14 @@ use async_trait::async_trait;
 use outflow_core::evolution::{EvolutionPlan, Verdict};
 use outflow_core::schema::{InputSchema, Schema};
 use outflow_core::{
-    CreateDisposition, DestinationPlan, Error, ErrorKind, IncompatibleSchemaHandling, LoadedFiles,
+    CreateDisposition, DestinationPlan, Error, ErrorKind, IncompatibleSchemaHandling, LoadedFiles, Offsets,
     PlannedAction, PrepareDestination, Result, WriteDisposition,
 };
 use std::sync::Arc;
 
 use crate::admin::plan_evolution;
 use crate::loads::Ledger;
+use crate::offsets::OffsetsLedger;
 use crate::request::{align_names, shape_input};
 use crate::schema::TableSchema;
 use crate::schema::types::to_core;
@@ -256,5 +257,13 @@ impl PrepareDestination for BigQueryPreparer {
         }
         let settled = Ledger::of(&shared.admin, &t).held(&t, shared).await?;
         Ok(Some(settled.held))
+    }
+
+    async fn stored_offsets(&self, destination: &str, job: &str) -> Result<Option<Offsets>> {
+        let shared = &self.shared;
+        let t = shared.resolve(destination)?;
+        let commits = shared.commits().await?;
+        let ledger = OffsetsLedger::of(&shared.admin, commits, &shared.options.retry, &t);
+        Ok(Some(ledger.stored(&t, job).await?))
     }
 }
