@@ -410,11 +410,36 @@ pub struct StreamJob<S = SinkSpec> {
     pub transforms: Vec<TransformSpec>,
     /// Where rows go: exactly one sink, keyed by its name, writing one fixed table.
     pub sink: S,
-    /// An NDJSON file that receives the records that do not decode or that the sink
-    /// rejects, each with its topic, partition and offset. Without it, such a record stops
-    /// the job before the checkpoint that would hold it.
+    /// Where the records that do not decode or that the sink rejects go, each with its
+    /// topic, partition and offset: an NDJSON file, or `{kafka: {topic: ...}}`. Without
+    /// it, such a record stops the job before the checkpoint that would hold it.
     #[serde(default)]
-    pub dead_letter: Option<PathBuf>,
+    pub dead_letter: Option<StreamDeadLetter>,
+}
+
+/// The dead-letter output of a streaming job.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum StreamDeadLetter {
+    /// An NDJSON file, appended to across runs.
+    File(PathBuf),
+    /// A Kafka topic on the source's brokers.
+    Topic {
+        /// The topic.
+        kafka: DeadLetterTopicSpec,
+    },
+}
+
+/// `dead_letter: { kafka: { topic: orders-failed, properties: {...} } }`: a topic on the
+/// source's brokers, reached with the source's security settings and then `properties`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterTopicSpec {
+    /// The topic, which must exist.
+    pub topic: String,
+    /// librdkafka producer settings, passed through.
+    #[serde(default)]
+    pub properties: std::collections::BTreeMap<String, String>,
 }
 
 impl<S> StreamJob<S> {
@@ -752,6 +777,32 @@ dead_letter: failed.ndjson
             }
         );
         assert_eq!(job.dead_letter, Some(PathBuf::from("failed.ndjson")));
+    }
+
+    #[test]
+    fn a_streaming_job_sends_dead_letters_to_a_file_or_a_topic() {
+        let stream = |dead_letter: &str| {
+            let text = format!(
+                "source: {{ kafka: {{ brokers: b, topics: [t], group: g }} }}\n\
+                 sink: {{ recording: {{ table: t }} }}\n{dead_letter}"
+            );
+            JobFile::from_text(Path::new("jobs/s.yaml"), &text, |_| None)
+                .unwrap()
+                .parse_stream::<TestSink>()
+        };
+        let file = stream("dead_letter: failed.ndjson\n").unwrap();
+        assert_eq!(
+            file.dead_letter,
+            Some(StreamDeadLetter::File(PathBuf::from("failed.ndjson")))
+        );
+        let topic =
+            stream("dead_letter: { kafka: { topic: failed, properties: { linger.ms: '5' } } }\n").unwrap();
+        let Some(StreamDeadLetter::Topic { kafka }) = topic.dead_letter else {
+            panic!("not a topic: {:?}", topic.dead_letter)
+        };
+        assert_eq!(kafka.topic, "failed");
+        assert_eq!(kafka.properties["linger.ms"], "5");
+        assert!(stream("dead_letter: { kafka: { topik: failed } }\n").is_err());
     }
 
     #[test]

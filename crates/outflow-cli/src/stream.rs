@@ -16,7 +16,7 @@
 //! their topic, partition and offset, appended before the checkpoint that covers them is
 //! committed; without a dead-letter file, such a record stops the job before that commit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -28,13 +28,13 @@ use outflow_core::{
     Checkpoint, DynCommitter, DynTwoPhaseSink, Error, ErrorKind, FailedRecord, OffsetRange, Offsets,
     PlannedAction, PrepareDestination, RecordSource, Result, SourcePosition, TopicPartition,
 };
-use outflow_kafka::{Event, JsonDecoder, KafkaSource, Record};
+use outflow_kafka::{DeadLetterTopic, Decoded, Event, JsonDecoder, KafkaSource, Record};
 use outflow_sinks::SinkSpec;
 use serde::Serialize;
 use tokio::time::Instant as Deadline;
 
 use crate::input::{StreamInput, stream_output_schema};
-use crate::job::{JobFile, StreamJob};
+use crate::job::{JobFile, StreamDeadLetter, StreamJob};
 use crate::run::Interrupt;
 use crate::source::{RowOrigins, SinkRowOrigins, Unit};
 use crate::transform::Transforms;
@@ -73,6 +73,11 @@ pub struct CheckpointReport {
     pub offsets: BTreeMap<String, i64>,
     /// How long the prepare and the commit took.
     pub commit_ms: u64,
+    /// Records read per second since the previous checkpoint.
+    pub records_per_second: f64,
+    /// How many records each assigned partition is behind its end offset after the
+    /// checkpoint, `topic/partition` (empty when the brokers did not say in time).
+    pub lag: BTreeMap<String, i64>,
 }
 
 /// What a streaming run did.
@@ -102,9 +107,24 @@ struct Partition {
     /// The offset the destination held when the current checkpoint began.
     held: Option<i64>,
     /// The next offset to take (records before it are stale copies).
+    taken: i64,
+    /// The next offset after the records written (or rejected): where a checkpoint now
+    /// would end.
     position: i64,
-    /// Whether the current checkpoint read any record of it.
+    /// Whether the current checkpoint wrote any record of it.
     read: bool,
+}
+
+impl Partition {
+    fn at(offset: Option<i64>) -> Partition {
+        let next = offset.unwrap_or(0);
+        Partition {
+            held: offset,
+            taken: next,
+            position: next,
+            read: false,
+        }
+    }
 }
 
 /// The writer of the current checkpoint, opened at its first row.
@@ -133,14 +153,29 @@ pub async fn run_stream(job: &StreamJob, file: &JobFile, options: &StreamOptions
         .with_context("field", "sink"));
     }
     let committer = spec.committer().await?;
-    let dead_letter = match &job.dead_letter {
-        Some(path) => Some(DeadLetters::open(&file.resolve(path))?),
-        None => None,
-    };
     let source = KafkaSource::subscribe(&job.source.kafka)?;
     if job.source.kafka.topic_pattern.is_none() {
         source.check_topics(&job.source.kafka.topics).await?;
     }
+    let dead_letter = match &job.dead_letter {
+        Some(StreamDeadLetter::File(path)) => Some(DeadLetters::open(&file.resolve(path))?),
+        Some(StreamDeadLetter::Topic { kafka }) => {
+            source
+                .check_topics(std::slice::from_ref(&kafka.topic))
+                .await
+                .map_err(|e| {
+                    let message = format!("the dead-letter topic (dead_letter.kafka.topic): {}", e.message());
+                    e.with_message(message)
+                        .with_context("field", "dead_letter.kafka.topic")
+                })?;
+            Some(DeadLetters::Topic(DeadLetterTopic::connect(
+                &job.source.kafka,
+                &kafka.topic,
+                &kafka.properties,
+            )?))
+        }
+        None => None,
+    };
     let mut stream = Stream {
         job,
         job_id,
@@ -155,6 +190,7 @@ pub async fn run_stream(job: &StreamJob, file: &JobFile, options: &StreamOptions
         open: None,
         dead_letter,
         checkpoint_records: 0,
+        last_checkpoint: Instant::now(),
         report: StreamReport::default(),
         options,
     };
@@ -170,6 +206,10 @@ enum Schema {
     Known {
         decoder: JsonDecoder,
         transforms: Box<Transforms>,
+        /// Inferred: a field the schema lacks fails its record, or evolves the table.
+        strict: bool,
+        /// New fields the table's schema evolution refused to add.
+        refused: BTreeSet<String>,
     },
     Given(SchemaRef),
     Inferring {
@@ -205,6 +245,8 @@ struct Stream<'a> {
     open: Option<OpenWriter>,
     dead_letter: Option<DeadLetters>,
     checkpoint_records: u64,
+    /// When the last checkpoint ended (or the job started).
+    last_checkpoint: Instant,
     report: StreamReport,
     options: &'a StreamOptions,
 }
@@ -297,14 +339,7 @@ impl Stream<'_> {
                     if let Some(offset) = offset {
                         held.set(partition.clone(), offset);
                     }
-                    self.partitions.insert(
-                        partition,
-                        Partition {
-                            held: offset,
-                            position: offset.unwrap_or(0),
-                            read: false,
-                        },
-                    );
+                    self.partitions.insert(partition, Partition::at(offset));
                 }
                 tracing::info!(partitions = self.partitions.len(), "assigned");
                 let _ = reply.send(held);
@@ -313,6 +348,7 @@ impl Stream<'_> {
             Event::Started(starts) => {
                 for (partition, next) in starts.iter() {
                     if let Some(state) = self.partitions.get_mut(partition) {
+                        state.taken = next;
                         state.position = next;
                     }
                 }
@@ -355,11 +391,10 @@ impl Stream<'_> {
             let Some(state) = self.partitions.get_mut(&record.topic_partition()) else {
                 continue;
             };
-            if record.offset < state.position {
+            if record.offset < state.taken {
                 continue;
             }
-            state.position = record.offset + 1;
-            state.read = true;
+            state.taken = record.offset + 1;
             fresh.push(record);
         }
         self.checkpoint_records += fresh.len() as u64;
@@ -393,6 +428,45 @@ impl Stream<'_> {
                 return Ok(());
             }
         };
+        let (values, refused) = if strict {
+            self.fit_inferred(values).await?
+        } else {
+            (values, BTreeSet::new())
+        };
+        self.use_schema(values, strict, refused).await?;
+        self.write(sample).await
+    }
+
+    /// An inferred schema the table takes: `values`, or, when the table exists and its
+    /// schema evolution refuses fields of `values` it lacks (a restart after the stream
+    /// grew a field), `values` without them. Those are remembered as refused, so the
+    /// records holding them go to the dead-letter file.
+    async fn fit_inferred(&self, values: SchemaRef) -> Result<(SchemaRef, BTreeSet<String>)> {
+        let (_, schema, _) = stream_output_schema(self.job, values.clone(), true)?;
+        let plan = self.preparer.plan(&self.table, &schema).await?;
+        let current = plan
+            .evolution
+            .as_ref()
+            .and_then(|e| e.current.as_ref())
+            .filter(|_| plan.action == PlannedAction::Fail);
+        let Some(current) = current else {
+            return Ok((values, BTreeSet::new()));
+        };
+        let (kept, lacking): (Vec<_>, Vec<_>) = values
+            .fields()
+            .iter()
+            .cloned()
+            .partition(|f| current.field(f.name()).is_some());
+        let refused: BTreeSet<String> = lacking.iter().map(|f| f.name().clone()).collect();
+        if !refused.is_empty() {
+            tracing::info!(table = %self.table, ?refused, "the table does not take these fields of the records");
+        }
+        Ok((Arc::new(arrow::datatypes::Schema::new(kept)), refused))
+    }
+
+    /// Prepares the table for record values of schema `values` (creating or evolving it as
+    /// the sink's options say) and decodes the next records into it.
+    async fn use_schema(&mut self, values: SchemaRef, strict: bool, refused: BTreeSet<String>) -> Result<()> {
         let (decoder, schema, transforms) = stream_output_schema(self.job, values, strict)?;
         self.spec.check_input(&schema)?;
         let plan = self.preparer.prepare(&self.table, &schema).await?;
@@ -407,15 +481,14 @@ impl Stream<'_> {
         self.schema = Schema::Known {
             decoder,
             transforms: Box::new(transforms),
+            strict,
+            refused,
         };
-        self.write(sample).await
+        Ok(())
     }
 
     /// Decodes, transforms and writes `records`, one run of a partition at a time.
     async fn write(&mut self, records: Vec<Record>) -> Result<()> {
-        let Schema::Known { decoder, transforms } = &mut self.schema else {
-            return Err(Error::internal("records written before the schema was known"));
-        };
         let mut start = 0;
         while start < records.len() {
             let partition = (records[start].topic.clone(), records[start].partition);
@@ -423,41 +496,132 @@ impl Stream<'_> {
                 .iter()
                 .position(|r| (r.topic.as_ref(), r.partition) != (partition.0.as_ref(), partition.1))
                 .map_or(records.len(), |n| start + n);
-            let run = &records[start..end];
+            let mut run = &records[start..end];
             start = end;
-            let name = format!("{}/{}", partition.0, partition.1);
-            let decoded = decoder.decode(run)?;
-            let failed: Vec<FailedRecord> = decoded
-                .failed
-                .iter()
-                .map(|(i, reason)| undecoded(&self.table, &name, &run[*i], reason))
-                .collect();
-            reject(&mut self.dead_letter, &mut self.report, failed)?;
-            if decoded.batch.num_rows() == 0 {
-                continue;
+            while !run.is_empty() {
+                let done = self.write_run(run).await?;
+                run = &run[done..];
             }
-            let mut origins = RowOrigins::new(Unit::Offset);
-            for &i in &decoded.rows {
-                origins.push(run[i].offset as u64);
+        }
+        Ok(())
+    }
+
+    /// Writes `run` (records of one partition, in offset order) and returns how many it
+    /// handled: all of them, or those before the first record with fields the schema lacks
+    /// when the table may add them. Then the records before it are committed in a
+    /// checkpoint, the table evolves, and the caller goes on from that record.
+    async fn write_run(&mut self, run: &[Record]) -> Result<usize> {
+        let Schema::Known {
+            decoder,
+            strict,
+            refused,
+            ..
+        } = &mut self.schema
+        else {
+            return Err(Error::internal("records written before the schema was known"));
+        };
+        let mut decoded = decoder.decode(run)?;
+        if *strict && !decoded.failed.is_empty() {
+            let values = decoder.values().clone();
+            let widening = widening(run, &decoded.failed, &values, refused);
+            if let Some((first, widened)) = widening
+                && self.table_takes(&widened).await?
+            {
+                if first > 0 {
+                    self.write_decoded(&run[..first], None).await?;
+                }
+                self.commit_written().await?;
+                tracing::info!(table = %self.table, "the records have new fields: evolving the table");
+                self.use_schema(widened, true, self.refused()).await?;
+                return Ok(first);
             }
-            let batch = transforms.apply_with_origins(decoded.batch, &mut origins)?;
-            if batch.num_rows() == 0 {
-                continue;
+            if let Schema::Known { refused, .. } = &self.schema {
+                note_refused(run, &mut decoded.failed, &values, refused);
             }
+        }
+        self.write_decoded(run, Some(decoded)).await?;
+        Ok(run.len())
+    }
+
+    /// The fields the table's schema evolution refused so far.
+    fn refused(&self) -> BTreeSet<String> {
+        match &self.schema {
+            Schema::Known { refused, .. } => refused.clone(),
+            _ => BTreeSet::new(),
+        }
+    }
+
+    /// Whether the table can take record values of schema `widened` (its schema evolution
+    /// allows the new fields, as `plan` says); the new fields are remembered as refused
+    /// when it cannot.
+    async fn table_takes(&mut self, widened: &SchemaRef) -> Result<bool> {
+        let (_, schema, _) = stream_output_schema(self.job, widened.clone(), true)?;
+        let plan = self.preparer.plan(&self.table, &schema).await?;
+        if plan.action != PlannedAction::Fail {
+            return Ok(true);
+        }
+        if let Schema::Known { decoder, refused, .. } = &mut self.schema {
+            let known = decoder.values().clone();
+            for field in widened.fields() {
+                if known.field_with_name(field.name()).is_err() {
+                    refused.insert(field.name().clone());
+                }
+            }
+        }
+        tracing::info!(table = %self.table, why = ?plan.error, "the table does not take the records' new fields");
+        Ok(false)
+    }
+
+    /// Writes the records of `run` (decoded already, or decoded now) and moves the
+    /// partition's position past them: failed records go to the dead-letter file.
+    async fn write_decoded(&mut self, run: &[Record], decoded: Option<Decoded>) -> Result<()> {
+        let Schema::Known {
+            decoder, transforms, ..
+        } = &mut self.schema
+        else {
+            return Err(Error::internal("records written before the schema was known"));
+        };
+        let Some(last) = run.last() else {
+            return Ok(());
+        };
+        let decoded = match decoded {
+            Some(decoded) => decoded,
+            None => decoder.decode(run)?,
+        };
+        let name = format!("{}/{}", last.topic, last.partition);
+        let failed: Vec<FailedRecord> = decoded
+            .failed
+            .iter()
+            .map(|(i, reason)| undecoded(&self.table, &name, &run[*i], reason))
+            .collect();
+        reject(&mut self.dead_letter, &mut self.report, failed).await?;
+        let mut origins = RowOrigins::new(Unit::Offset);
+        for &i in &decoded.rows {
+            origins.push(run[i].offset as u64);
+        }
+        let batch = if decoded.batch.num_rows() == 0 {
+            decoded.batch
+        } else {
+            transforms.apply_with_origins(decoded.batch, &mut origins)?
+        };
+        if batch.num_rows() > 0 {
             if self.open.is_none() {
                 self.open = Some(OpenWriter {
                     sink: self.spec.open_two_phase().await?,
                     origins: SinkRowOrigins::new(Vec::new()),
                 });
             }
-            let Some(open) = self.open.as_mut() else {
-                continue;
-            };
-            let file = open.origins.file_index(&name);
-            open.origins.given(file, &origins);
-            open.sink.write(batch).await?;
-            let failed = with_sources(open.sink.take_failed(), &open.origins);
-            reject(&mut self.dead_letter, &mut self.report, failed)?;
+            if let Some(open) = self.open.as_mut() {
+                let file = open.origins.file_index(&name);
+                open.origins.given(file, &origins);
+                open.sink.write(batch).await?;
+                let failed = with_sources(open.sink.take_failed(), &open.origins);
+                reject(&mut self.dead_letter, &mut self.report, failed).await?;
+            }
+        }
+        if let Some(state) = self.partitions.get_mut(&last.topic_partition()) {
+            state.position = state.position.max(last.offset + 1);
+            state.read = true;
         }
         Ok(())
     }
@@ -469,6 +633,11 @@ impl Stream<'_> {
         {
             self.know_schema().await?;
         }
+        self.commit_written().await
+    }
+
+    /// Commits what the checkpoint wrote, with its offsets (the schema being known).
+    async fn commit_written(&mut self) -> Result<()> {
         let ranges: BTreeMap<TopicPartition, OffsetRange> = self
             .partitions
             .iter()
@@ -492,13 +661,13 @@ impl Stream<'_> {
             Some(mut open) => {
                 let prepared = open.sink.prepare_commit_json().await?;
                 let failed = with_sources(prepared.result.failed.clone(), &open.origins);
-                reject(&mut self.dead_letter, &mut self.report, failed)?;
+                reject(&mut self.dead_letter, &mut self.report, failed).await?;
                 (prepared.committables, prepared.result.rows_written())
             }
             None => (Vec::new(), 0),
         };
         if let Some(dead_letter) = &mut self.dead_letter {
-            dead_letter.sync()?;
+            dead_letter.sync().await?;
         }
         let checkpoint = Checkpoint {
             job: self.job_id.clone(),
@@ -509,11 +678,7 @@ impl Stream<'_> {
             .commit_json_checkpoint(committables, &self.table, &checkpoint)
             .await
             .map_err(|e| {
-                let message = format!(
-                    "{}\n  the checkpoint's rows were not committed; its data files, if any, are left \
-                     unreferenced (`outflow iceberg remove-orphans` deletes such files)",
-                    e.message()
-                );
+                let message = format!("{}\n  {}", e.message(), uncommitted_hint(self.spec.name()));
                 e.with_message(message)
             })?;
         for (partition, range) in &checkpoint.ranges {
@@ -527,6 +692,9 @@ impl Stream<'_> {
         }
         self.report.checkpoints += 1;
         self.report.rows += rows;
+        let commit_ms = began.elapsed().as_millis() as u64;
+        let since = self.last_checkpoint.elapsed().as_secs_f64();
+        self.last_checkpoint = Instant::now();
         let report = CheckpointReport {
             checkpoint: self.report.checkpoints,
             records: self.checkpoint_records,
@@ -534,11 +702,41 @@ impl Stream<'_> {
             rejected: self.report.rejected - rejected_before,
             commits: result.destinations.values().map(|d| d.commits).sum(),
             offsets: named(&checkpoint.ends()),
-            commit_ms: began.elapsed().as_millis() as u64,
+            commit_ms,
+            records_per_second: if since > 0.0 {
+                self.checkpoint_records as f64 / since
+            } else {
+                0.0
+            },
+            lag: self.lag().await,
         };
         self.checkpoint_records = 0;
         self.tell(&report);
         Ok(())
+    }
+
+    /// How far each assigned partition is behind its end now (when progress is shown):
+    /// monitoring only, so brokers that do not answer leave it empty.
+    async fn lag(&self) -> BTreeMap<String, i64> {
+        if self.options.quiet && !self.options.json {
+            return BTreeMap::new();
+        }
+        let assigned: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
+        match self.source.latest_offsets(assigned).await {
+            Ok(latest) => self
+                .partitions
+                .iter()
+                .filter_map(|(p, state)| {
+                    latest
+                        .get(p)
+                        .map(|end| (p.to_string(), (end - state.position).max(0)))
+                })
+                .collect(),
+            Err(err) => {
+                tracing::warn!(error = %err, "reading the end offsets for the lag");
+                BTreeMap::new()
+            }
+        }
     }
 
     /// Prints a checkpoint: a JSON line on stdout, or a line on stderr.
@@ -549,20 +747,118 @@ impl Stream<'_> {
         if self.options.quiet {
             return;
         }
-        let behind: i64 = self
-            .partitions
-            .iter()
-            .filter_map(|(p, state)| self.ends.get(p).map(|end| (end - state.position).max(0)))
-            .sum();
-        let behind = if self.ends.is_empty() {
-            String::new()
-        } else {
-            format!(", {behind} behind the end at start")
-        };
         crate::output::eprintln(format_args!(
-            "checkpoint {}: {} records, {} rows, {} rejected, committed in {} ms{behind}",
-            report.checkpoint, report.records, report.rows, report.rejected, report.commit_ms
+            "checkpoint {}: {} records ({:.0}/s), {} rows, {} rejected, committed in {} ms{}",
+            report.checkpoint,
+            report.records,
+            report.records_per_second,
+            report.rows,
+            report.rejected,
+            report.commit_ms,
+            lag_text(&report.lag)
         ));
+    }
+}
+
+/// The lag of each partition for the progress line: `; lag 1200 (orders/0 1200, orders/1
+/// 0)`, the partitions most behind first, at most eight of them.
+fn lag_text(lag: &BTreeMap<String, i64>) -> String {
+    if lag.is_empty() {
+        return String::new();
+    }
+    let total: i64 = lag.values().sum();
+    let mut most: Vec<(&String, &i64)> = lag.iter().collect();
+    most.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<String> = most.iter().take(8).map(|(p, n)| format!("{p} {n}")).collect();
+    let more = if lag.len() > 8 {
+        format!(", {} more", lag.len() - 8)
+    } else {
+        String::new()
+    };
+    format!("; lag {total} ({}{more})", shown.join(", "))
+}
+
+/// The field names of a record's value (a JSON object) that `values` lacks.
+fn new_fields(record: &Record, values: &SchemaRef) -> Vec<String> {
+    let Some(Ok(serde_json::Value::Object(fields))) = record
+        .value
+        .as_deref()
+        .map(serde_json::from_slice::<serde_json::Value>)
+    else {
+        return Vec::new();
+    };
+    fields
+        .keys()
+        .filter(|name| values.field_with_name(name).is_err())
+        .cloned()
+        .collect()
+}
+
+/// Where `run`'s first failed record with fields the schema lacks (other than `refused`
+/// ones) is, and the schema `values` widened by the new fields of that record and of the
+/// failed records after it (optional columns, typed as the records have them).
+fn widening(
+    run: &[Record],
+    failed: &[(usize, String)],
+    values: &SchemaRef,
+    refused: &BTreeSet<String>,
+) -> Option<(usize, SchemaRef)> {
+    let fresh = |i: usize| {
+        new_fields(&run[i], values)
+            .into_iter()
+            .any(|name| !refused.contains(&name))
+    };
+    let first = failed.iter().map(|(i, _)| *i).find(|&i| fresh(i))?;
+    let sample: Vec<Record> = failed
+        .iter()
+        .filter(|(i, _)| *i >= first && fresh(*i))
+        .map(|(i, _)| run[*i].clone())
+        .collect();
+    let inferred = outflow_kafka::infer_schema(&sample).ok()?;
+    let mut fields: Vec<arrow::datatypes::FieldRef> = values.fields().iter().cloned().collect();
+    for field in inferred.fields() {
+        if values.field_with_name(field.name()).is_err() && !refused.contains(field.name()) {
+            fields.push(Arc::new(field.as_ref().clone().with_nullable(true)));
+        }
+    }
+    Some((first, Arc::new(arrow::datatypes::Schema::new(fields))))
+}
+
+/// Says, in the reason of each failed record of `run` with fields the table refused to
+/// add, that its schema evolution does not allow them.
+fn note_refused(
+    run: &[Record],
+    failed: &mut [(usize, String)],
+    values: &SchemaRef,
+    refused: &BTreeSet<String>,
+) {
+    for (i, reason) in failed.iter_mut() {
+        let names: Vec<String> = new_fields(&run[*i], values)
+            .into_iter()
+            .filter(|n| refused.contains(n))
+            .collect();
+        if !names.is_empty() {
+            reason.push_str(&format!(
+                " (the table lacks {}, and its sink's schema_evolution does not allow adding fields)",
+                names.join(", ")
+            ));
+        }
+    }
+}
+
+/// What a checkpoint whose commit failed leaves behind, for the sink named `sink`: never
+/// visible rows, and a restart reads its records again (or completes its commit).
+fn uncommitted_hint(sink: &str) -> &'static str {
+    match sink {
+        "iceberg" => {
+            "the checkpoint's rows were not committed; its data files, if any, are left \
+             unreferenced (`outflow iceberg remove-orphans` deletes such files)"
+        }
+        "bigquery" => {
+            "the checkpoint's pending streams were not committed, unless its intent was recorded: \
+             the next run then commits them, and otherwise reads their records again"
+        }
+        _ => "the checkpoint's offsets were not recorded: the next run writes its records again",
     }
 }
 
@@ -597,8 +893,8 @@ fn with_sources(mut failed: Vec<FailedRecord>, origins: &SinkRowOrigins) -> Vec<
     failed
 }
 
-/// Sends `failed` to the dead-letter file, or fails with the first of them.
-fn reject(
+/// Sends `failed` to the dead-letter output, or fails with the first of them.
+async fn reject(
     dead_letter: &mut Option<DeadLetters>,
     report: &mut StreamReport,
     failed: Vec<FailedRecord>,
@@ -619,21 +915,22 @@ fn reject(
         return Err(Error::new(
             ErrorKind::RejectedRecords,
             format!(
-                "record {at} failed: {} ({} failed records; the job names no dead_letter file, so \
-                 it stops before committing them)",
+                "record {at} failed: {} ({} failed records; the job names no dead_letter output, \
+                 so it stops before committing them)",
                 first.reason,
                 failed.len()
             ),
         ));
     };
     report.rejected += failed.len() as u64;
-    out.append(&failed)
+    out.append(&failed).await
 }
 
-/// The dead-letter file of a streaming job: appended to, across restarts.
-struct DeadLetters {
-    path: PathBuf,
-    out: BufWriter<File>,
+/// The dead-letter output of a streaming job: a file appended to across restarts, or a
+/// Kafka topic.
+enum DeadLetters {
+    File { path: PathBuf, out: BufWriter<File> },
+    Topic(DeadLetterTopic),
 }
 
 impl DeadLetters {
@@ -643,28 +940,49 @@ impl DeadLetters {
             .append(true)
             .open(path)
             .map_err(|e| Self::io_error(path, e))?;
-        Ok(DeadLetters {
+        Ok(DeadLetters::File {
             path: path.to_path_buf(),
             out: BufWriter::new(file),
         })
     }
 
-    fn append(&mut self, records: &[FailedRecord]) -> Result<()> {
-        for record in records {
-            writeln!(self.out, "{}", record.dead_letter_line()).map_err(|e| Self::io_error(&self.path, e))?;
+    async fn append(&mut self, records: &[FailedRecord]) -> Result<()> {
+        match self {
+            DeadLetters::File { path, out } => {
+                for record in records {
+                    writeln!(out, "{}", record.dead_letter_line()).map_err(|e| Self::io_error(path, e))?;
+                }
+            }
+            DeadLetters::Topic(topic) => {
+                for record in records {
+                    // The source record's place: a consumer of the topic can tell a record
+                    // sent again after a restart.
+                    let key = record
+                        .source
+                        .as_ref()
+                        .map(|s| match s.at {
+                            SourcePosition::Offset(o) => format!("{}/{o}", s.file),
+                            _ => s.file.clone(),
+                        })
+                        .unwrap_or_default();
+                    topic.send(&key, &record.dead_letter_line()).await?;
+                }
+            }
         }
         Ok(())
     }
 
     /// Makes what was appended durable: done before each commit, so a committed record is
-    /// never missing from the file (a record may be in it twice if the job stopped between
-    /// this and the commit, and read it again).
-    fn sync(&mut self) -> Result<()> {
-        self.out.flush().map_err(|e| Self::io_error(&self.path, e))?;
-        self.out
-            .get_ref()
-            .sync_data()
-            .map_err(|e| Self::io_error(&self.path, e))
+    /// never missing from the output (a record may be in it twice if the job stopped
+    /// between this and the commit, and read it again).
+    async fn sync(&mut self) -> Result<()> {
+        match self {
+            DeadLetters::File { path, out } => {
+                out.flush().map_err(|e| Self::io_error(path, e))?;
+                out.get_ref().sync_data().map_err(|e| Self::io_error(path, e))
+            }
+            DeadLetters::Topic(topic) => topic.sync().await,
+        }
     }
 
     fn io_error(path: &Path, e: std::io::Error) -> Error {
@@ -692,6 +1010,16 @@ mod tests {
     }
 
     #[test]
+    fn the_progress_line_shows_the_partitions_most_behind_first() {
+        assert_eq!(lag_text(&BTreeMap::new()), "");
+        let lag: BTreeMap<String, i64> = (0..10).map(|p| (format!("t/{p}"), p * 10)).collect();
+        assert_eq!(
+            lag_text(&lag),
+            "; lag 450 (t/9 90, t/8 80, t/7 70, t/6 60, t/5 50, t/4 40, t/3 30, t/2 20, 2 more)"
+        );
+    }
+
+    #[test]
     fn an_undecoded_record_names_its_partition_and_offset() {
         let failed = undecoded("db.t", "orders/2", &record(41, "{oops"), "not a valid record");
         assert_eq!(failed.record, Some(serde_json::Value::String("{oops".into())));
@@ -701,26 +1029,26 @@ mod tests {
         assert_eq!(line["destination"], "db.t");
     }
 
-    #[test]
-    fn without_a_dead_letter_file_a_failed_record_stops_the_job() {
+    #[tokio::test]
+    async fn without_a_dead_letter_file_a_failed_record_stops_the_job() {
         let failed = vec![undecoded("db.t", "orders/2", &record(7, "1"), "not an object")];
         let mut report = StreamReport::default();
-        let err = reject(&mut None, &mut report, failed).unwrap_err();
+        let err = reject(&mut None, &mut report, failed).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::RejectedRecords);
         assert!(err.message().contains("orders/2 offset 7"), "{err}");
         assert_eq!(report.rejected, 0);
     }
 
-    #[test]
-    fn dead_letters_are_appended_across_runs() {
+    #[tokio::test]
+    async fn dead_letters_are_appended_across_runs() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("dead.ndjson");
         for offset in [1, 2] {
             let mut out = Some(DeadLetters::open(&path).unwrap());
             let mut report = StreamReport::default();
             let failed = vec![undecoded("db.t", "orders/2", &record(offset, "x"), "bad")];
-            reject(&mut out, &mut report, failed).unwrap();
-            out.as_mut().unwrap().sync().unwrap();
+            reject(&mut out, &mut report, failed).await.unwrap();
+            out.as_mut().unwrap().sync().await.unwrap();
             assert_eq!(report.rejected, 1);
         }
         let text = std::fs::read_to_string(&path).unwrap();

@@ -325,6 +325,34 @@ impl KafkaSource {
         .map_err(|e| Error::internal(format!("reading end offsets: {e}")))?
     }
 
+    /// The end offsets now of `partitions`, in one ListOffsets request per broker (for
+    /// the lag a checkpoint reports): partitions the brokers do not answer for are left
+    /// out.
+    pub async fn latest_offsets(&self, partitions: Vec<TopicPartition>) -> Result<Offsets> {
+        let consumer = self.consumer.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut latest = TopicPartitionList::new();
+            for p in &partitions {
+                latest
+                    .add_partition_offset(&p.topic, p.partition, Offset::End)
+                    .map_err(|e| kafka_error(e, "asking for the end offsets"))?;
+            }
+            let found = consumer
+                .offsets_for_times(latest, CALL_TIMEOUT)
+                .map_err(|e| kafka_error(e, "reading the end offsets"))?;
+            Ok(found
+                .elements()
+                .iter()
+                .filter_map(|e| match e.offset() {
+                    Offset::Offset(n) => Some((TopicPartition::new(e.topic(), e.partition()), n)),
+                    _ => None,
+                })
+                .collect())
+        })
+        .await
+        .map_err(|e| Error::internal(format!("reading end offsets: {e}")))?
+    }
+
     /// Fails, naming the topic, when one of `topics` does not exist (or the brokers do not
     /// answer within the call deadline).
     pub async fn check_topics(&self, topics: &[String]) -> Result<()> {

@@ -77,6 +77,11 @@ impl JsonDecoder {
         })
     }
 
+    /// The schema the record values decode into.
+    pub fn values(&self) -> &SchemaRef {
+        &self.values
+    }
+
     /// The schema of the batches.
     pub fn schema(&self) -> &SchemaRef {
         &self.output

@@ -88,6 +88,49 @@ impl Broker {
     }
 }
 
+impl Broker {
+    /// Every record of `topic`, read from the start up to its end offsets: `(key, value)`
+    /// as text, in partition then offset order.
+    pub fn read_all(&self, topic: &str) -> Vec<(String, String)> {
+        use rdkafka::Message;
+        let ends = self.end_offsets(topic);
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.brokers)
+            .set("group.id", format!("outflow-testkit-read-{topic}"))
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("create a consumer");
+        let mut assignment = rdkafka::TopicPartitionList::new();
+        for partition in ends.keys() {
+            let (_, number) = partition.rsplit_once('/').unwrap();
+            assignment
+                .add_partition_offset(topic, number.parse().unwrap(), rdkafka::Offset::Beginning)
+                .unwrap();
+        }
+        consumer.assign(&assignment).expect("assign the partitions");
+        let mut read: BTreeMap<(i32, i64), (String, String)> = BTreeMap::new();
+        let wanted: i64 = ends.values().sum();
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while (read.len() as i64) < wanted {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "read {} of {wanted} records of {topic}",
+                read.len()
+            );
+            let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+                continue;
+            };
+            let message = message.expect("read a record");
+            let text = |bytes: Option<&[u8]>| String::from_utf8_lossy(bytes.unwrap_or_default()).into_owned();
+            read.insert(
+                (message.partition(), message.offset()),
+                (text(message.key()), text(message.payload())),
+            );
+        }
+        read.into_values().collect()
+    }
+}
+
 /// Sends records to the test broker.
 pub struct TestProducer {
     producer: ThreadedProducer<DefaultProducerContext>,

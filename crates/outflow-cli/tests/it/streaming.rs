@@ -1,12 +1,14 @@
 //! Streaming jobs against the real Kafka broker (`scripts/servers/kafka.sh`): records from
-//! a 4-partition topic into an Iceberg table, exactly once across SIGKILLs and restarts,
-//! read back by PyIceberg and Java Iceberg.
+//! a 4-partition topic into an Iceberg table (read back by PyIceberg and Java Iceberg), a
+//! Bigtable table on the emulator and a BigQuery table on the emulator (both read back by
+//! Google's Python clients), exactly once across SIGKILLs and restarts.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use outflow_testkit::bigquery::BigQueryEnv;
 use outflow_testkit::iceberg::{Reader, TestCatalog};
 use outflow_testkit::kafka::Broker;
 use outflow_testkit::unique_name;
@@ -208,12 +210,12 @@ fn timed_lines(child: &mut Child) -> std::sync::mpsc::Receiver<(Instant, String)
 }
 
 /// Waits (up to `limit`) for the checkpoint line after which the job holds `total` records
-/// in all; when it came.
+/// in all; when it came, and the line.
 fn checkpoint_reaching(
     lines: &std::sync::mpsc::Receiver<(Instant, String)>,
     total: i64,
     limit: Duration,
-) -> Instant {
+) -> (Instant, Value) {
     let deadline = Instant::now() + limit;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -228,7 +230,7 @@ fn checkpoint_reaching(
             .map(|o| o.values().filter_map(Value::as_i64).sum())
             .unwrap_or(0);
         if held >= total {
-            return at;
+            return (at, report);
         }
     }
 }
@@ -258,12 +260,19 @@ fn records_arriving_while_the_job_runs_are_committed_at_the_next_checkpoints_and
 
     let mut child = start(&job, &["--json", "--quiet"]);
     let lines = timed_lines(&mut child);
-    checkpoint_reaching(&lines, 4000, Duration::from_secs(60));
+    let (_, report) = checkpoint_reaching(&lines, 4000, Duration::from_secs(60));
+    // Every record produced so far is read: no partition lags.
+    let lag: BTreeMap<String, i64> = serde_json::from_value(report["lag"].clone()).unwrap();
+    assert_eq!(
+        lag,
+        (0..PARTITIONS).map(|p| (format!("{topic}/{p}"), 0)).collect(),
+        "{report}"
+    );
     // Offsets of a partition are one past its last record: each of the 4 holds 1000.
     for round in 1..=3 {
         produce(&broker, &topic, 4000 * round, 4000);
         let produced = Instant::now();
-        let committed = checkpoint_reaching(&lines, 4000 * (round + 1), Duration::from_secs(30));
+        let (committed, _) = checkpoint_reaching(&lines, 4000 * (round + 1), Duration::from_secs(30));
         let latency = committed.duration_since(produced);
         assert!(
             latency <= Duration::from_millis(2500),
@@ -356,6 +365,189 @@ fn records_that_do_not_decode_go_to_the_dead_letter_file_with_their_partition_an
         .map(|f| f["name"].as_str().unwrap())
         .collect();
     assert_eq!(fields, ["id", "customer", "key"]);
+}
+
+/// The dead-letter output may be a Kafka topic: each failed record is one message, keyed
+/// by where it was read, holding the same line a dead-letter file would.
+#[test]
+fn records_that_do_not_decode_go_to_a_dead_letter_topic_keyed_by_where_they_were_read() {
+    let broker = Broker::from_env();
+    let topic = unique_name("dlq-in");
+    let dead = unique_name("dlq");
+    broker.create_topic(&topic, PARTITIONS);
+    broker.create_topic(&dead, 1);
+    produce(&broker, &topic, 0, 100);
+    let producer = broker.producer();
+    producer.send(&topic, 1, "b1", "{not json");
+    producer.send(&topic, 3, "b3", "[1, 2]");
+    producer.flush();
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = TestCatalog::sql_in(dir.path());
+    let top = format!("dead_letter: {{ kafka: {{ topic: {dead} }} }}\n");
+    let shape = JobShape {
+        source: "  json:\n    schema:\n      - { name: id, type: long, required: true }\n",
+        top: &top,
+        ..JobShape::default()
+    };
+    let job = write_job(dir.path(), &broker, &topic, "stream.dlq", shape);
+    let output = start(&job, &["--until-caught-up", "--quiet"])
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let letters = broker.read_all(&dead);
+    let mut keys: Vec<&str> = letters.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, [format!("{topic}/1/25"), format!("{topic}/3/25")]);
+    for (key, value) in &letters {
+        let line: Value = serde_json::from_str(value).unwrap();
+        assert_eq!(
+            format!(
+                "{}/{}",
+                line["source"]["file"].as_str().unwrap(),
+                line["source"]["offset"]
+            ),
+            *key
+        );
+        assert_eq!(line["destination"], "stream.dlq");
+        assert!(line["reason"].as_str().unwrap().contains("not"), "{line}");
+    }
+    let read = catalog.read_both("stream.dlq");
+    assert_eq!(
+        outflow_testkit::iceberg::sorted_ids(&read),
+        (0..100).collect::<Vec<i64>>()
+    );
+
+    // A dead-letter topic that does not exist stops the job before anything is read.
+    let missing = std::fs::read_to_string(&job)
+        .unwrap()
+        .replace(&dead, "no-such-topic");
+    std::fs::write(&job, missing).unwrap();
+    let output = start(&job, &["--until-caught-up", "--quiet"])
+        .wait_with_output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no-such-topic") && stderr.contains("dead_letter"),
+        "{stderr}"
+    );
+}
+
+/// Produces `count` records (ids `first..first + count`) that also have a `coupon` field.
+fn produce_with_coupons(broker: &Broker, topic: &str, first: i64, count: i64) {
+    let producer = broker.producer();
+    for id in first..first + count {
+        let value = format!(
+            r#"{{"id": {id}, "customer": "c{id}", "amount": 1.5, "status": "new", "note": "n", "coupon": "SAVE{id}"}}"#
+        );
+        producer.send(topic, (id % PARTITIONS as i64) as i32, &format!("k{id}"), &value);
+    }
+    producer.flush();
+}
+
+/// Records with a field the inferred schema lacks arrive while the job runs: the table
+/// gains the column when its schema evolution allows it; otherwise they go to the
+/// dead-letter file naming the field. A restart whose first records hold the field (so
+/// that it is inferred) decides the same.
+#[test]
+fn a_field_added_mid_stream_evolves_the_table_when_allowed_and_goes_to_the_dead_letter_file_when_not() {
+    let broker = Broker::from_env();
+    for allowed in [true, false] {
+        let topic = unique_name("grow");
+        broker.create_topic(&topic, PARTITIONS);
+        produce(&broker, &topic, 0, 400);
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = TestCatalog::sql_in(dir.path());
+        let table = "stream.grown";
+        let shape = JobShape {
+            source: "  json: { infer_rows: 100 }\n",
+            top: "dead_letter: dead.ndjson\n",
+            ..JobShape::default()
+        };
+        let job = write_job(dir.path(), &broker, &topic, table, shape);
+        if allowed {
+            let text = std::fs::read_to_string(&job).unwrap().replace(
+                "    table: stream.grown\n",
+                "    table: stream.grown\n    schema_evolution: { options: [allow_field_addition] }\n",
+            );
+            std::fs::write(&job, text).unwrap();
+        }
+        let exit = if allowed { 0 } else { 3 };
+
+        let mut child = start(&job, &["--json", "--quiet"]);
+        let lines = timed_lines(&mut child);
+        checkpoint_reaching(&lines, 400, Duration::from_secs(60));
+        produce_with_coupons(&broker, &topic, 400, 40);
+        produce(&broker, &topic, 440, 60);
+        checkpoint_reaching(&lines, 500, Duration::from_secs(30));
+        signal(&child, "TERM");
+        assert_eq!(child.wait().unwrap().code(), Some(exit), "allowed: {allowed}");
+
+        // The next run infers its schema from records that hold the field.
+        produce_with_coupons(&broker, &topic, 500, 40);
+        let run = start(&job, &["--until-caught-up", "--quiet"])
+            .wait_with_output()
+            .unwrap();
+        assert_eq!(
+            run.status.code(),
+            Some(exit),
+            "allowed: {allowed}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+
+        let read = catalog.read_both(table);
+        let fields: Vec<&str> = outflow_testkit::iceberg::fields(&read)
+            .iter()
+            .map(|f| f["name"].as_str().unwrap())
+            .collect();
+        let with_coupon = |id: i64| (400..440).contains(&id) || (500..540).contains(&id);
+        let dead = std::fs::read_to_string(dir.path().join("dead.ndjson")).unwrap_or_default();
+        if allowed {
+            assert_eq!(
+                fields,
+                ["id", "customer", "amount", "status", "note", "key", "coupon"]
+            );
+            assert_eq!(
+                outflow_testkit::iceberg::sorted_ids(&read),
+                (0..540).collect::<Vec<_>>()
+            );
+            for row in outflow_testkit::iceberg::rows(&read) {
+                let id = row["id"].as_i64().unwrap();
+                let expected = if with_coupon(id) {
+                    Value::from(format!("SAVE{id}"))
+                } else {
+                    Value::Null
+                };
+                assert_eq!(row["coupon"], expected, "{row}");
+            }
+            assert_eq!(dead, "", "nothing goes to the dead-letter file");
+        } else {
+            assert_eq!(fields, ["id", "customer", "amount", "status", "note", "key"]);
+            let expected: Vec<i64> = (0..500).filter(|&id| !with_coupon(id)).collect();
+            assert_eq!(outflow_testkit::iceberg::sorted_ids(&read), expected);
+            let lines: Vec<Value> = dead.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            let mut ids: Vec<i64> = lines
+                .iter()
+                .map(|l| l["record"]["id"].as_i64().unwrap())
+                .collect();
+            ids.sort_unstable();
+            assert_eq!(ids, (0..540).filter(|&id| with_coupon(id)).collect::<Vec<_>>());
+            for line in &lines {
+                let reason = line["reason"].as_str().unwrap();
+                assert!(
+                    reason.contains("coupon") && reason.contains("schema_evolution"),
+                    "{reason}"
+                );
+                assert!(line["source"]["offset"].is_i64(), "{line}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -452,6 +644,24 @@ fn write_bigtable_job(
     job
 }
 
+/// Starts `job` up to `kills` times, killing it (SIGKILL) after a random number of
+/// milliseconds in `after_ms` each time; how often it was killed before it caught up.
+fn killed_at_random(job: &Path, kills: usize, after_ms: std::ops::Range<u64>) -> usize {
+    let mut rng = rand::rng();
+    let mut killed = 0;
+    while killed < kills {
+        let mut child = start(job, &["--until-caught-up", "--quiet"]);
+        std::thread::sleep(Duration::from_millis(rng.random_range(after_ms.clone())));
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        killed += 1;
+    }
+    killed
+}
+
 const BT_PROJECT: &str = "outflow-stream";
 const BT_INSTANCE: &str = "stream";
 
@@ -472,18 +682,7 @@ fn a_job_into_bigtable_killed_and_restarted_leaves_each_record_as_one_cell_versi
         "{name: info}",
         "{field: customer, family: info}, {field: amount, family: info}",
     );
-    let mut rng = rand::rng();
-    let mut killed = 0;
-    while killed < 5 {
-        let mut child = start(&job, &["--until-caught-up", "--quiet"]);
-        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        killed += 1;
-    }
+    let killed = killed_at_random(&job, 5, 300..1500);
     assert!(
         killed >= 2,
         "the job caught up after {killed} kills: too few to test restarts"
@@ -642,4 +841,107 @@ fn check_and_plan_of_a_streaming_job_say_what_the_run_would_write_without_readin
     assert_eq!(planned.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&planned.stderr);
     assert!(stderr.contains("source.json.schema"), "{stderr}");
+}
+
+/// A streaming job from `topic` into BigQuery table `dataset.table` on the emulator, the
+/// table created with the records' columns and their key.
+fn write_bigquery_job(
+    dir: &Path,
+    broker: &Broker,
+    topic: &str,
+    env: &BigQueryEnv,
+    dataset: &str,
+) -> std::path::PathBuf {
+    let shape = JobShape {
+        source: "  json:\n    schema:\n      - { name: id, type: long, required: true }\n      - { name: customer, type: string }\n      - { name: amount, type: double }\n",
+        ..JobShape::default()
+    };
+    let job = write_job(dir, broker, topic, "unused.table", shape);
+    let text = std::fs::read_to_string(&job).unwrap();
+    let (head, _) = text.split_once("sink:").unwrap();
+    let text = format!(
+        "{head}sink:\n  bigquery:\n    project: {project}\n    dataset: {dataset}\n    table: orders\n    \
+         schema: [ {{name: id, type: INT64, mode: REQUIRED}}, {{name: customer, type: STRING}}, \
+         {{name: amount, type: FLOAT64}}, {{name: key, type: STRING}} ]\n    \
+         connection: {{ rest_endpoint: '{rest}', grpc_endpoint: '{grpc}', credentials: anonymous }}\n",
+        project = env.project,
+        rest = env.rest,
+        grpc = env.grpc,
+    );
+    std::fs::write(&job, text).unwrap();
+    job
+}
+
+#[test]
+fn a_job_into_bigquery_killed_and_restarted_writes_every_record_once() {
+    let broker = Broker::from_env();
+    let env = BigQueryEnv::from_env();
+    let dataset = env.new_dataset("stream");
+    let topic = unique_name("rows");
+    broker.create_topic(&topic, PARTITIONS);
+    const RECORDS: i64 = 50_000;
+    produce(&broker, &topic, 0, RECORDS);
+    let dir = tempfile::tempdir().unwrap();
+    let job = write_bigquery_job(dir.path(), &broker, &topic, &env, &dataset);
+    let text = std::fs::read_to_string(&job)
+        .unwrap()
+        .replace("rows: 25000", "rows: 2000");
+    std::fs::write(&job, text).unwrap();
+    // The first checkpoint comes about 4 s after the start, and each takes about a second
+    // on the emulator: the kills come later than for Bigtable.
+    let killed = killed_at_random(&job, 5, 2500..6000);
+    assert!(
+        killed >= 2,
+        "the job caught up after {killed} kills: too few to test restarts"
+    );
+    run_to_end(&job);
+
+    // Google's client: every record is one row, with its key.
+    let read = env.read_table(&dataset, "orders");
+    let rows = read["rows"].as_array().unwrap();
+    let mut ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..RECORDS).collect::<Vec<_>>());
+    assert!(rows.iter().all(|r| r["key"] == format!("k{}", r["id"])));
+
+    // The offsets of the committed checkpoints add up to the topic's end offsets.
+    let ledger = env.query(&format!(
+        "SELECT checkpoint, state, offsets FROM `{}.{dataset}._outflow_offsets` WHERE job = 'lake-{topic}'",
+        env.project
+    ));
+    let ledger = ledger.as_array().unwrap();
+    let committed: Vec<&Value> = ledger.iter().filter(|r| r["state"] == "loaded").collect();
+    let mut stored = BTreeMap::new();
+    for row in ledger.iter().filter(|r| !r["offsets"].is_null()) {
+        if !committed.iter().any(|c| c["checkpoint"] == row["checkpoint"]) {
+            continue;
+        }
+        let topics: BTreeMap<String, BTreeMap<String, i64>> =
+            serde_json::from_str(row["offsets"].as_str().unwrap()).unwrap();
+        for (partition, next) in &topics[&topic] {
+            let held = stored.entry(format!("{topic}/{partition}")).or_insert(0);
+            *held = (*held).max(*next);
+        }
+    }
+    assert_eq!(stored, broker.end_offsets(&topic));
+
+    // The default stream's rows are visible as sent, so a restart would double some:
+    // refused under exactly-once, before anything is read.
+    let text = std::fs::read_to_string(&job).unwrap();
+    std::fs::write(
+        &job,
+        text.replace(
+            "table: orders\n",
+            "table: orders\n    write_method: at_least_once\n",
+        ),
+    )
+    .unwrap();
+    let failed = crate::outflow()
+        .args(["run", "--until-caught-up"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("write_method"), "{stderr}");
 }
