@@ -120,12 +120,17 @@ def visible_records(table_name):
     return int(snapshot.summary.additional_properties.get("total-records", 0))
 
 
-def wait_visible(table_name, count, process, limit_s=600):
+def wait_visible(table_name, count, process, limit_s=600, log_file=None):
     while True:
         if visible_records(table_name) >= count:
             return time.time()
         if process.poll() is not None and visible_records(table_name) < count:
-            raise SystemExit(f"{table_name}: the writer exited with {process.returncode} before {count} records were visible")
+            tail = ""
+            if log_file is not None and Path(log_file).exists():
+                tail = "\n" + "\n".join(Path(log_file).read_text().splitlines()[-40:])
+            raise SystemExit(
+                f"{table_name}: the writer exited with {process.returncode} before {count} records were visible{tail}"
+            )
         if limit_s <= 0:
             raise SystemExit(f"{table_name}: fewer than {count} records visible in time")
         time.sleep(0.2)
@@ -204,6 +209,7 @@ def start_connect(dir, topic, table, name):
     return subprocess.Popen(
         [
             "java", "-Xmx1g", "-XX:+UseG1GC", "-Dlog4j.configuration=",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             f"-Dlog4j2.configurationFile=file:{log4j}",
             "-cp", f"{CONNECT}/worker/*", "org.apache.kafka.connect.cli.ConnectStandalone",
             str(worker), str(connector),
@@ -257,7 +263,7 @@ def throughput(dir):
     started = time.time()
     worker = start_connect(dir, topic, table, f"tp-{RUN}")
     try:
-        done = wait_visible(table, RECORDS, worker)
+        done = wait_visible(table, RECORDS, worker, log_file=Path(dir) / f"tp-{RUN}.log")
         rss, cpu = proc_stats(worker.pid)
     finally:
         worker.terminate()

@@ -32,8 +32,8 @@ for s in kafka iceberg-rest; do
     source ".cache/run/$s.env"
 done
 
-fetch() { # $1 = pom, $2 = directory, more arguments to copy-dependencies
-    local pom="$1" dir="$2" stamp
+fetch() { # $1 = pom, $2 = directory (absolute: Maven resolves a relative one against the pom's), more arguments to copy-dependencies
+    local pom="$1" dir="$REPO/$2" stamp
     stamp="$(sha256sum <"$pom" | cut -d' ' -f1)"
     [[ -f "$dir/.outflow-stamp" && "$(cat "$dir/.outflow-stamp")" == "$stamp" ]] && return 0
     rm -rf "$dir"

@@ -182,6 +182,7 @@ pub fn stream_output_schema(
     let kafka = &job.source.kafka;
     let columns = outflow_kafka::RecordColumns {
         key: kafka.key_column.as_deref(),
+        headers: kafka.headers_column.as_deref(),
         timestamp: kafka.timestamp_column.as_deref(),
     };
     let decoder = outflow_kafka::JsonDecoder::new(values, columns, strict)?;

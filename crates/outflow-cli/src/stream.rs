@@ -1006,6 +1006,7 @@ mod tests {
             timestamp_ms: None,
             key: None,
             value: Some(value.as_bytes().to_vec()),
+            headers: Vec::new(),
         }
     }
 

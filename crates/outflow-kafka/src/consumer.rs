@@ -20,7 +20,7 @@ use outflow_core::{Error, ErrorKind, Offsets, Result, TopicPartition};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Message, Timestamp};
+use rdkafka::message::{Headers, Message, Timestamp};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::{mpsc, oneshot};
@@ -432,6 +432,15 @@ fn poll_loop(consumer: &BaseConsumer<Context>, shared: &Shared, events: &mpsc::S
                     },
                     key: message.key().map(<[u8]>::to_vec),
                     value: message.payload().map(<[u8]>::to_vec),
+                    headers: message
+                        .headers()
+                        .map(|headers| {
+                            headers
+                                .iter()
+                                .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 });
             }
             Some(Err(err)) => {

@@ -23,6 +23,7 @@ pub struct JsonDecoder {
     /// The batches: the values' columns, then the key and timestamp columns if any.
     output: SchemaRef,
     key_column: bool,
+    headers_column: bool,
     timestamp_column: bool,
     strict: bool,
 }
@@ -32,6 +33,8 @@ pub struct JsonDecoder {
 pub struct RecordColumns<'a> {
     /// The key, as a string.
     pub key: Option<&'a str>,
+    /// The headers, as the text of a JSON object.
+    pub headers: Option<&'a str>,
     /// The Kafka timestamp, as a UTC timestamp in milliseconds.
     pub timestamp: Option<&'a str>,
 }
@@ -56,6 +59,7 @@ impl JsonDecoder {
         let mut fields: Vec<Arc<Field>> = values.fields().iter().cloned().collect();
         let extra = [
             ("kafka.key_column", record.key, DataType::Utf8),
+            ("kafka.headers_column", record.headers, DataType::Utf8),
             ("kafka.timestamp_column", record.timestamp, timestamp_type()),
         ];
         for (option, name, data_type) in extra {
@@ -72,6 +76,7 @@ impl JsonDecoder {
             values,
             output: Arc::new(Schema::new(fields)),
             key_column: record.key.is_some(),
+            headers_column: record.headers.is_some(),
             timestamp_column: record.timestamp.is_some(),
             strict,
         })
@@ -148,7 +153,7 @@ impl JsonDecoder {
                 values.num_rows()
             ));
         }
-        if !self.key_column && !self.timestamp_column {
+        if !self.key_column && !self.headers_column && !self.timestamp_column {
             return Ok(values);
         }
         let mut columns: Vec<ArrayRef> = values.columns().to_vec();
@@ -159,12 +164,35 @@ impl JsonDecoder {
                 .collect();
             columns.push(Arc::new(keys));
         }
+        if self.headers_column {
+            let headers: StringArray = which.iter().map(|&i| headers_text(&records[i])).collect();
+            columns.push(Arc::new(headers));
+        }
         if self.timestamp_column {
             let times: TimestampMillisecondArray = which.iter().map(|&i| records[i].timestamp_ms).collect();
             columns.push(Arc::new(times.with_timezone("UTC")));
         }
         RecordBatch::try_new(self.output.clone(), columns).map_err(|e| e.to_string())
     }
+}
+
+/// A record's headers as the text of a JSON object, values as UTF-8 text (null for a
+/// header without one; of a name given twice, the last); `None` without headers.
+fn headers_text(record: &Record) -> Option<String> {
+    if record.headers.is_empty() {
+        return None;
+    }
+    let object: serde_json::Map<String, serde_json::Value> = record
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            let value = value.as_deref().map_or(serde_json::Value::Null, |v| {
+                serde_json::Value::String(String::from_utf8_lossy(v).into_owned())
+            });
+            (name.clone(), value)
+        })
+        .collect();
+    Some(serde_json::Value::Object(object).to_string())
 }
 
 /// The type of the timestamp column: milliseconds, UTC.
@@ -229,6 +257,7 @@ mod tests {
             timestamp_ms: (offset == 0).then_some(1_700_000_000_000),
             key: key.map(|k| k.as_bytes().to_vec()),
             value: value.map(|v| v.as_bytes().to_vec()),
+            headers: Vec::new(),
         }
     }
 
@@ -244,6 +273,7 @@ mod tests {
         let columns = RecordColumns {
             key: Some("key"),
             timestamp: Some("at"),
+            ..RecordColumns::default()
         };
         let decoder = JsonDecoder::new(schema(), columns, false).unwrap();
         let records = [
@@ -292,16 +322,37 @@ mod tests {
     }
 
     #[test]
+    fn headers_become_a_json_object_column() {
+        let columns = RecordColumns {
+            headers: Some("headers"),
+            ..RecordColumns::default()
+        };
+        let decoder = JsonDecoder::new(schema(), columns, false).unwrap();
+        let mut with = record(0, Some(r#"{"id": 1}"#), None);
+        with.headers = vec![
+            ("trace".into(), Some(b"abc".to_vec())),
+            ("empty".into(), None),
+            ("trace".into(), Some(b"def".to_vec())),
+        ];
+        let without = record(1, Some(r#"{"id": 2}"#), None);
+        let batch = decoder.decode(&[with, without]).unwrap().batch;
+        let headers = batch.column(2).as_string::<i32>();
+        let first: serde_json::Value = serde_json::from_str(headers.value(0)).unwrap();
+        assert_eq!(first, serde_json::json!({"trace": "def", "empty": null}));
+        assert!(headers.is_null(1));
+    }
+
+    #[test]
     fn a_key_column_may_not_shadow_a_field() {
         let key = RecordColumns {
             key: Some("id"),
-            timestamp: None,
+            ..RecordColumns::default()
         };
         let err = JsonDecoder::new(schema(), key, false).unwrap_err();
         assert_eq!(err.context_value("field"), Some("kafka.key_column"));
         let time = RecordColumns {
-            key: None,
             timestamp: Some("name"),
+            ..RecordColumns::default()
         };
         let err = JsonDecoder::new(schema(), time, false).unwrap_err();
         assert_eq!(err.context_value("field"), Some("kafka.timestamp_column"));

@@ -29,6 +29,7 @@ pub enum StartPosition {
 ///   group: orders-to-lake
 ///   start: earliest               # latest, or { timestamp: 1767225600000 }
 ///   key_column: order_key         # optional: the record key as a string column
+///   headers_column: headers       # optional: the headers as a JSON object string column
 ///   properties:                   # optional: librdkafka settings, passed through
 ///     security.protocol: SASL_SSL
 ///     sasl.mechanism: PLAIN
@@ -55,6 +56,11 @@ pub struct KafkaSourceOptions {
     /// A column that receives each record's key as a string (null without a key).
     #[serde(default)]
     pub key_column: Option<String>,
+    /// A column that receives each record's headers as the text of a JSON object
+    /// (`{"name": "value"}`, values as UTF-8 text; of a name given twice, the last), null
+    /// for a record without headers. Text, so that every sink can hold it.
+    #[serde(default)]
+    pub headers_column: Option<String>,
     /// A column that receives each record's Kafka timestamp (its create or log-append
     /// time) as a UTC timestamp in milliseconds: a time that is the same each time the
     /// record is read, for sinks whose cells are timed (Bigtable).
@@ -88,6 +94,7 @@ impl KafkaSourceOptions {
             group: group.into(),
             start: StartPosition::Earliest,
             key_column: None,
+            headers_column: None,
             timestamp_column: None,
             properties: BTreeMap::new(),
         }
@@ -127,6 +134,7 @@ impl KafkaSourceOptions {
         }
         for (field, column) in [
             ("kafka.key_column", &self.key_column),
+            ("kafka.headers_column", &self.headers_column),
             ("kafka.timestamp_column", &self.timestamp_column),
         ] {
             if let Some(column) = column
@@ -135,11 +143,18 @@ impl KafkaSourceOptions {
                 return Err(Error::invalid_config(field, "is blank"));
             }
         }
-        if self.key_column.is_some() && self.key_column == self.timestamp_column {
-            return Err(Error::invalid_config(
-                "kafka.timestamp_column",
-                "names the same column as key_column",
-            ));
+        let columns = [
+            ("key_column", &self.key_column),
+            ("headers_column", &self.headers_column),
+            ("timestamp_column", &self.timestamp_column),
+        ];
+        for (i, (field, column)) in columns.iter().enumerate() {
+            if let Some((other, _)) = columns[..i].iter().find(|(_, c)| column.is_some() && c == column) {
+                return Err(Error::invalid_config(
+                    &format!("kafka.{field}"),
+                    format!("names the same column as {other}"),
+                ));
+            }
         }
         if let Some(key) = self.properties.keys().find(|k| OWNED.contains(&k.as_str())) {
             return Err(Error::invalid_config(
@@ -183,6 +198,7 @@ impl fmt::Debug for KafkaSourceOptions {
             .field("group", &self.group)
             .field("start", &self.start)
             .field("key_column", &self.key_column)
+            .field("headers_column", &self.headers_column)
             .field("timestamp_column", &self.timestamp_column)
             .field("properties", &properties)
             .finish()

@@ -19,6 +19,8 @@ pub struct Record {
     pub key: Option<Vec<u8>>,
     /// The value; `None` for a tombstone.
     pub value: Option<Vec<u8>>,
+    /// The headers, in order (a header without a value has `None`).
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
 impl Record {

@@ -139,7 +139,29 @@ pub struct TestProducer {
 impl TestProducer {
     /// Sends `value` with `key` to `partition` of `topic` (queued; see [`Self::flush`]).
     pub fn send(&self, topic: &str, partition: i32, key: &str, value: &str) {
+        self.send_with_headers(topic, partition, key, value, &[]);
+    }
+
+    /// [`Self::send`], with `headers` (name, value) on the record.
+    pub fn send_with_headers(
+        &self,
+        topic: &str,
+        partition: i32,
+        key: &str,
+        value: &str,
+        headers: &[(&str, &str)],
+    ) {
         let mut record = BaseRecord::to(topic).partition(partition).key(key).payload(value);
+        if !headers.is_empty() {
+            let mut owned = rdkafka::message::OwnedHeaders::new();
+            for (name, value) in headers {
+                owned = owned.insert(rdkafka::message::Header {
+                    key: name,
+                    value: Some(*value),
+                });
+            }
+            record = record.headers(owned);
+        }
         loop {
             match self.producer.send(record) {
                 Ok(()) => return,

@@ -439,6 +439,56 @@ fn records_that_do_not_decode_go_to_a_dead_letter_topic_keyed_by_where_they_were
     );
 }
 
+/// `headers_column` puts each record's headers in a column, as the text of a JSON object.
+#[test]
+fn record_headers_go_to_a_column_as_a_json_object() {
+    let broker = Broker::from_env();
+    let topic = unique_name("headers");
+    broker.create_topic(&topic, PARTITIONS);
+    let producer = broker.producer();
+    for id in 0..8i64 {
+        let value = format!(r#"{{"id": {id}}}"#);
+        let trace = format!("t{id}");
+        let headers: &[(&str, &str)] = if id % 2 == 0 {
+            &[("trace", &trace), ("source", "shop")]
+        } else {
+            &[]
+        };
+        producer.send_with_headers(&topic, (id % 4) as i32, &format!("k{id}"), &value, headers);
+    }
+    producer.flush();
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = TestCatalog::sql_in(dir.path());
+    let shape = JobShape {
+        source: "  json:\n    schema:\n      - { name: id, type: long, required: true }\n",
+        ..JobShape::default()
+    };
+    let job = write_job(dir.path(), &broker, &topic, "stream.headers", shape);
+    let text = std::fs::read_to_string(&job).unwrap().replace(
+        "key_column: key\n",
+        "key_column: key\n    headers_column: headers\n",
+    );
+    std::fs::write(&job, text).unwrap();
+    run_to_end(&job);
+
+    let read = catalog.read_both("stream.headers");
+    let rows = outflow_testkit::iceberg::rows(&read);
+    assert_eq!(rows.len(), 8);
+    for row in rows {
+        let id = row["id"].as_i64().unwrap();
+        if id % 2 == 0 {
+            let headers: Value = serde_json::from_str(row["headers"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                headers,
+                serde_json::json!({"trace": format!("t{id}"), "source": "shop"}),
+                "{row}"
+            );
+        } else {
+            assert!(row["headers"].is_null(), "{row}");
+        }
+    }
+}
+
 /// Produces `count` records (ids `first..first + count`) that also have a `coupon` field.
 fn produce_with_coupons(broker: &Broker, topic: &str, first: i64, count: i64) {
     let producer = broker.producer();
