@@ -600,6 +600,61 @@ fn a_field_added_mid_stream_evolves_the_table_when_allowed_and_goes_to_the_dead_
     }
 }
 
+/// Runs two processes of one job: `first`, then, once it has committed, a copy with its
+/// own static member id (which forces a rebalance), while `more` produces records; stops
+/// both with SIGTERM once `done` says every record is committed (within 120 s). Asserts
+/// that both succeeded and both read records; returns what each read.
+fn two_processes(first: &Path, more: impl Fn(), done: impl Fn() -> bool) -> (i64, i64) {
+    let text = std::fs::read_to_string(first).unwrap();
+    let member = text
+        .split("group.instance.id: ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("a static member id")
+        .to_string();
+    let second = first.with_file_name("second.yaml");
+    std::fs::write(
+        &second,
+        text.replace(&member, &format!("{}-2", member.trim_end_matches("-1"))),
+    )
+    .unwrap();
+
+    let mut one = start(first, &["--json", "--quiet"]);
+    let one_lines = timed_lines(&mut one);
+    // Joining once the first has committed forces a rebalance: the first checkpoints what
+    // it holds of every partition before giving two of them up.
+    checkpoint_reaching(&one_lines, 1, Duration::from_secs(60));
+    let mut two = start(&second, &["--json", "--quiet"]);
+    let two_lines = timed_lines(&mut two);
+    // Records keep coming through the rebalance and after it.
+    more();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "not every record was committed within 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    signal(&one, "TERM");
+    signal(&two, "TERM");
+    assert!(one.wait().unwrap().success(), "the first process failed");
+    assert!(two.wait().unwrap().success(), "the second process failed");
+    let records = |lines: &std::sync::mpsc::Receiver<(Instant, String)>| -> i64 {
+        let all: Vec<String> = lines.iter().map(|(_, l)| l).collect();
+        let summary: Value = serde_json::from_str(all.last().unwrap()).unwrap();
+        summary["stream"]["records"].as_i64().unwrap()
+    };
+    let read = (records(&one_lines), records(&two_lines));
+    assert!(
+        read.0 > 0 && read.1 > 0,
+        "the processes read {} and {} records: the partitions were not shared",
+        read.0,
+        read.1
+    );
+    read
+}
+
 #[test]
 fn two_processes_of_one_job_share_the_partitions_through_a_rebalance_without_loss_or_doubles() {
     let broker = Broker::from_env();
@@ -613,47 +668,16 @@ fn two_processes_of_one_job_share_the_partitions_through_a_rebalance_without_los
     let catalog = TestCatalog::sql_in(dir.path());
     let table = "stream.shared";
     let first = write_job(dir.path(), &broker, &topic, table, JobShape::default());
-    // The second process: the same job and group, its own static member id.
-    let second = dir.path().join("second.yaml");
-    let text = std::fs::read_to_string(&first)
-        .unwrap()
-        .replace(&format!("lake-{topic}-1"), &format!("lake-{topic}-2"));
-    std::fs::write(&second, text).unwrap();
-
-    let mut one = start(&first, &["--json", "--quiet"]);
-    let one_lines = timed_lines(&mut one);
-    // Joining once the first has committed forces a rebalance: the first checkpoints what
-    // it holds of every partition before giving two of them up.
-    checkpoint_reaching(&one_lines, 1, Duration::from_secs(60));
-    let mut two = start(&second, &["--json", "--quiet"]);
-    let two_lines = timed_lines(&mut two);
-    // Records keep coming through the rebalance and after it.
-    for round in 0..ROUNDS {
-        produce(&broker, &topic, FIRST + round * ROUND, ROUND);
-        std::thread::sleep(Duration::from_millis(250));
-    }
     let total = FIRST + ROUNDS * ROUND;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while catalog.column_stats(table, "id")["rows"].as_i64().unwrap() < total {
-        assert!(
-            Instant::now() < deadline,
-            "not every record was committed within 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    signal(&one, "TERM");
-    signal(&two, "TERM");
-    assert!(one.wait().unwrap().success(), "the first process failed");
-    assert!(two.wait().unwrap().success(), "the second process failed");
-    let summary = |lines: &std::sync::mpsc::Receiver<(Instant, String)>| -> Value {
-        let all: Vec<String> = lines.iter().map(|(_, l)| l).collect();
-        serde_json::from_str(all.last().unwrap()).unwrap()
-    };
-    let read_by_two = summary(&two_lines)["stream"]["records"].as_i64().unwrap();
-    let read_by_one = summary(&one_lines)["stream"]["records"].as_i64().unwrap();
-    assert!(
-        read_by_two > 0 && read_by_one > 0,
-        "the processes read {read_by_one} and {read_by_two} records: the partitions were not shared"
+    two_processes(
+        &first,
+        || {
+            for round in 0..ROUNDS {
+                produce(&broker, &topic, FIRST + round * ROUND, ROUND);
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        },
+        || catalog.column_stats(table, "id")["rows"].as_i64().unwrap() >= total,
     );
     let ends = broker.end_offsets(&topic);
     assert_exactly_once(&catalog, table, &format!("lake-{topic}"), total, &ends);
@@ -752,14 +776,23 @@ fn a_job_into_bigtable_killed_and_restarted_leaves_each_record_as_one_cell_versi
         }
     }
     // The offsets in the ledger are the topic's end offsets.
+    assert_eq!(bigtable_offsets(&table, &topic), broker.end_offsets(&topic));
+}
+
+/// The offsets job `lake-{topic}` holds for Bigtable table `table`: its row of the
+/// instance's ledger, read with Google's Python client, each partition's newest cell.
+fn bigtable_offsets(table: &str, topic: &str) -> BTreeMap<String, i64> {
+    let host = outflow_testkit::bigtable::emulator_host();
     let ledger = outflow_testkit::bigtable::python_read(&host, BT_PROJECT, BT_INSTANCE, "_outflow_loads");
     let key = format!("{table}#outflow.offsets.lake-{topic}");
-    let row = ledger["rows"]
+    let Some(row) = ledger["rows"]
         .as_array()
         .unwrap()
         .iter()
         .find(|r| r["key"] == key.as_str())
-        .unwrap_or_else(|| panic!("no offsets row {key}"));
+    else {
+        return BTreeMap::new();
+    };
     let mut stored = BTreeMap::new();
     for (partition, versions) in row["cells"]["loads"].as_object().unwrap() {
         let newest = versions
@@ -778,7 +811,50 @@ fn a_job_into_bigtable_killed_and_restarted_leaves_each_record_as_one_cell_versi
             String::from_utf8(bytes).unwrap().parse::<i64>().unwrap(),
         );
     }
-    assert_eq!(stored, broker.end_offsets(&topic));
+    stored
+}
+
+/// Two processes of one job into Bigtable through a rebalance: each record one row, each
+/// cell one version, and the ledger holds both processes' offsets.
+#[test]
+fn two_processes_of_one_job_into_bigtable_share_the_partitions_through_a_rebalance() {
+    let broker = Broker::from_env();
+    let topic = unique_name("btshared");
+    broker.create_topic(&topic, PARTITIONS);
+    const FIRST: i64 = 10_000;
+    const ROUNDS: i64 = 10;
+    const ROUND: i64 = 1_000;
+    produce(&broker, &topic, 0, FIRST);
+    let dir = tempfile::tempdir().unwrap();
+    let table = unique_name("shared");
+    let first = write_bigtable_job(
+        dir.path(),
+        &broker,
+        &topic,
+        &table,
+        "{name: info}",
+        "{field: customer, family: info}, {field: amount, family: info}",
+    );
+    let total = FIRST + ROUNDS * ROUND;
+    two_processes(
+        &first,
+        || {
+            for round in 0..ROUNDS {
+                produce(&broker, &topic, FIRST + round * ROUND, ROUND);
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        },
+        || bigtable_offsets(&table, &topic).values().sum::<i64>() >= total,
+    );
+    assert_eq!(bigtable_offsets(&table, &topic), broker.end_offsets(&topic));
+    let host = outflow_testkit::bigtable::emulator_host();
+    let read = outflow_testkit::bigtable::python_read(&host, BT_PROJECT, BT_INSTANCE, &table);
+    let rows = read["rows"].as_array().unwrap();
+    assert_eq!(rows.len() as i64, total);
+    for row in rows {
+        let versions = row["cells"]["info"]["customer"].as_array().unwrap();
+        assert_eq!(versions.len(), 1, "{}: {versions:?}", row["key"]);
+    }
 }
 
 #[test]
@@ -922,6 +998,77 @@ fn write_bigquery_job(
     job
 }
 
+/// The offsets job `lake-{topic}` holds in `dataset`'s `_outflow_offsets`, read with
+/// Google's Python client: each partition's furthest among the loaded checkpoints.
+fn bigquery_offsets(env: &BigQueryEnv, dataset: &str, topic: &str) -> BTreeMap<String, i64> {
+    let ledger = env.query(&format!(
+        "SELECT checkpoint, state, offsets FROM `{}.{dataset}._outflow_offsets` WHERE job = 'lake-{topic}'",
+        env.project
+    ));
+    let ledger = ledger.as_array().unwrap();
+    let loaded: Vec<&Value> = ledger.iter().filter(|r| r["state"] == "loaded").collect();
+    let mut stored = BTreeMap::new();
+    for row in ledger.iter().filter(|r| !r["offsets"].is_null()) {
+        if !loaded.iter().any(|c| c["checkpoint"] == row["checkpoint"]) {
+            continue;
+        }
+        let topics: BTreeMap<String, BTreeMap<String, i64>> =
+            serde_json::from_str(row["offsets"].as_str().unwrap()).unwrap();
+        for (partition, next) in &topics[topic] {
+            let held = stored.entry(format!("{topic}/{partition}")).or_insert(0);
+            *held = (*held).max(*next);
+        }
+    }
+    stored
+}
+
+/// The ids of `dataset.orders`, sorted, as Google's Python client reads them.
+fn bigquery_ids(env: &BigQueryEnv, dataset: &str) -> Vec<i64> {
+    let read = env.read_table(dataset, "orders");
+    let mut ids: Vec<i64> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Two processes of one job into BigQuery, the second joining once the first has
+/// committed: the rebalance checkpoints what the first holds, and the table has each
+/// record once, with both processes' offsets.
+#[test]
+fn two_processes_of_one_job_into_bigquery_share_the_partitions_through_a_rebalance() {
+    let broker = Broker::from_env();
+    let env = BigQueryEnv::from_env();
+    let dataset = env.new_dataset("stream");
+    let topic = unique_name("bqshared");
+    broker.create_topic(&topic, PARTITIONS);
+    const FIRST: i64 = 10_000;
+    const ROUNDS: i64 = 10;
+    const ROUND: i64 = 2_000;
+    produce(&broker, &topic, 0, FIRST);
+    let dir = tempfile::tempdir().unwrap();
+    let first = write_bigquery_job(dir.path(), &broker, &topic, &env, &dataset);
+    let total = FIRST + ROUNDS * ROUND;
+    two_processes(
+        &first,
+        || {
+            for round in 0..ROUNDS {
+                produce(&broker, &topic, FIRST + round * ROUND, ROUND);
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        },
+        || bigquery_offsets(&env, &dataset, &topic).values().sum::<i64>() >= total,
+    );
+    assert_eq!(
+        bigquery_offsets(&env, &dataset, &topic),
+        broker.end_offsets(&topic)
+    );
+    assert_eq!(bigquery_ids(&env, &dataset), (0..total).collect::<Vec<_>>());
+}
+
 #[test]
 fn a_job_into_bigquery_killed_and_restarted_writes_every_record_once() {
     let broker = Broker::from_env();
@@ -947,33 +1094,16 @@ fn a_job_into_bigquery_killed_and_restarted_writes_every_record_once() {
     run_to_end(&job);
 
     // Google's client: every record is one row, with its key.
+    assert_eq!(bigquery_ids(&env, &dataset), (0..RECORDS).collect::<Vec<_>>());
     let read = env.read_table(&dataset, "orders");
     let rows = read["rows"].as_array().unwrap();
-    let mut ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
-    ids.sort_unstable();
-    assert_eq!(ids, (0..RECORDS).collect::<Vec<_>>());
     assert!(rows.iter().all(|r| r["key"] == format!("k{}", r["id"])));
 
     // The offsets of the committed checkpoints add up to the topic's end offsets.
-    let ledger = env.query(&format!(
-        "SELECT checkpoint, state, offsets FROM `{}.{dataset}._outflow_offsets` WHERE job = 'lake-{topic}'",
-        env.project
-    ));
-    let ledger = ledger.as_array().unwrap();
-    let committed: Vec<&Value> = ledger.iter().filter(|r| r["state"] == "loaded").collect();
-    let mut stored = BTreeMap::new();
-    for row in ledger.iter().filter(|r| !r["offsets"].is_null()) {
-        if !committed.iter().any(|c| c["checkpoint"] == row["checkpoint"]) {
-            continue;
-        }
-        let topics: BTreeMap<String, BTreeMap<String, i64>> =
-            serde_json::from_str(row["offsets"].as_str().unwrap()).unwrap();
-        for (partition, next) in &topics[&topic] {
-            let held = stored.entry(format!("{topic}/{partition}")).or_insert(0);
-            *held = (*held).max(*next);
-        }
-    }
-    assert_eq!(stored, broker.end_offsets(&topic));
+    assert_eq!(
+        bigquery_offsets(&env, &dataset, &topic),
+        broker.end_offsets(&topic)
+    );
 
     // The default stream's rows are visible as sent, so a restart would double some:
     // refused under exactly-once, before anything is read.
