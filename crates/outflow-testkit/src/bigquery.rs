@@ -133,6 +133,12 @@ impl BigQueryEnv {
             .unwrap_or_else(|| panic!("table {}.{dataset}.{table} does not exist", self.project))
     }
 
+    /// The `id` column of every row of `dataset.table`, sorted, as Google's Python client
+    /// reads them.
+    pub fn sorted_ids(&self, dataset: &str, table: &str) -> Vec<i64> {
+        ids_of(&self.read_table(dataset, table))
+    }
+
     /// [`BigQueryEnv::read_table`], or `None` when the table does not exist (the client's
     /// `NotFound`); any other error panics.
     pub fn try_read_table(&self, dataset: &str, table: &str) -> Option<serde_json::Value> {
@@ -274,4 +280,16 @@ impl Drop for Poller {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The `id` column of every row of a [`BigQueryEnv::read_table`] result, sorted.
+pub fn ids_of(read: &serde_json::Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = read["rows"]
+        .as_array()
+        .expect("rows is an array")
+        .iter()
+        .map(|r| r["id"].as_i64().expect("id is an integer"))
+        .collect();
+    ids.sort_unstable();
+    ids
 }

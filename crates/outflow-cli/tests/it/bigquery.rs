@@ -20,14 +20,7 @@ fn names(read: &Value) -> Vec<String> {
 
 /// The `id` of every row the Python reader read, sorted.
 fn ids(read: &Value) -> Vec<i64> {
-    let mut ids: Vec<i64> = read["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort();
-    ids
+    outflow_testkit::bigquery::ids_of(read)
 }
 
 #[test]

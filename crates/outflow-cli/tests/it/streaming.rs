@@ -600,6 +600,14 @@ fn a_field_added_mid_stream_evolves_the_table_when_allowed_and_goes_to_the_dead_
     }
 }
 
+/// Produces `rounds` rounds of `size` records, from id `first` on, 250 ms apart.
+fn produce_rounds(broker: &Broker, topic: &str, first: i64, rounds: i64, size: i64) {
+    for round in 0..rounds {
+        produce(broker, topic, first + round * size, size);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// Runs two processes of one job: `first`, then, once it has committed, a copy with its
 /// own static member id (which forces a rebalance), while `more` produces records; stops
 /// both with SIGTERM once `done` says every record is committed (within 120 s). Asserts
@@ -671,12 +679,7 @@ fn two_processes_of_one_job_share_the_partitions_through_a_rebalance_without_los
     let total = FIRST + ROUNDS * ROUND;
     two_processes(
         &first,
-        || {
-            for round in 0..ROUNDS {
-                produce(&broker, &topic, FIRST + round * ROUND, ROUND);
-                std::thread::sleep(Duration::from_millis(250));
-            }
-        },
+        || produce_rounds(&broker, &topic, FIRST, ROUNDS, ROUND),
         || catalog.column_stats(table, "id")["rows"].as_i64().unwrap() >= total,
     );
     let ends = broker.end_offsets(&topic);
@@ -838,12 +841,7 @@ fn two_processes_of_one_job_into_bigtable_share_the_partitions_through_a_rebalan
     let total = FIRST + ROUNDS * ROUND;
     two_processes(
         &first,
-        || {
-            for round in 0..ROUNDS {
-                produce(&broker, &topic, FIRST + round * ROUND, ROUND);
-                std::thread::sleep(Duration::from_millis(250));
-            }
-        },
+        || produce_rounds(&broker, &topic, FIRST, ROUNDS, ROUND),
         || bigtable_offsets(&table, &topic).values().sum::<i64>() >= total,
     );
     assert_eq!(bigtable_offsets(&table, &topic), broker.end_offsets(&topic));
@@ -1022,19 +1020,6 @@ fn bigquery_offsets(env: &BigQueryEnv, dataset: &str, topic: &str) -> BTreeMap<S
     stored
 }
 
-/// The ids of `dataset.orders`, sorted, as Google's Python client reads them.
-fn bigquery_ids(env: &BigQueryEnv, dataset: &str) -> Vec<i64> {
-    let read = env.read_table(dataset, "orders");
-    let mut ids: Vec<i64> = read["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
-}
-
 /// Two processes of one job into BigQuery, the second joining once the first has
 /// committed: the rebalance checkpoints what the first holds, and the table has each
 /// record once, with both processes' offsets.
@@ -1054,19 +1039,14 @@ fn two_processes_of_one_job_into_bigquery_share_the_partitions_through_a_rebalan
     let total = FIRST + ROUNDS * ROUND;
     two_processes(
         &first,
-        || {
-            for round in 0..ROUNDS {
-                produce(&broker, &topic, FIRST + round * ROUND, ROUND);
-                std::thread::sleep(Duration::from_millis(250));
-            }
-        },
+        || produce_rounds(&broker, &topic, FIRST, ROUNDS, ROUND),
         || bigquery_offsets(&env, &dataset, &topic).values().sum::<i64>() >= total,
     );
     assert_eq!(
         bigquery_offsets(&env, &dataset, &topic),
         broker.end_offsets(&topic)
     );
-    assert_eq!(bigquery_ids(&env, &dataset), (0..total).collect::<Vec<_>>());
+    assert_eq!(env.sorted_ids(&dataset, "orders"), (0..total).collect::<Vec<_>>());
 }
 
 #[test]
@@ -1094,7 +1074,10 @@ fn a_job_into_bigquery_killed_and_restarted_writes_every_record_once() {
     run_to_end(&job);
 
     // Google's client: every record is one row, with its key.
-    assert_eq!(bigquery_ids(&env, &dataset), (0..RECORDS).collect::<Vec<_>>());
+    assert_eq!(
+        env.sorted_ids(&dataset, "orders"),
+        (0..RECORDS).collect::<Vec<_>>()
+    );
     let read = env.read_table(&dataset, "orders");
     let rows = read["rows"].as_array().unwrap();
     assert!(rows.iter().all(|r| r["key"] == format!("k{}", r["id"])));

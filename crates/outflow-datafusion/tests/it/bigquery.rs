@@ -109,15 +109,7 @@ fn source(partitions: i64, per_partition: i64) -> MemTable {
 
 /// Sorted ids of the rows Google's client reads from `dataset.events`.
 fn read_ids(env: &BigQueryEnv, dataset: &str) -> Vec<i64> {
-    let read = env.read_table(dataset, "events");
-    let mut ids: Vec<i64> = read["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
+    env.sorted_ids(dataset, "events")
 }
 
 /// A fresh dataset with the events table, a spec-built table over it, and a session where
