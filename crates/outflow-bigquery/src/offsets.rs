@@ -76,6 +76,11 @@ impl<'a> OffsetsLedger<'a> {
         if self.admin.get(destination).await?.is_none() || self.admin.get(&self.table).await?.is_none() {
             return Ok(Offsets::new());
         }
+        self.read_stored(destination, job).await
+    }
+
+    /// [`OffsetsLedger::stored`], both tables known to exist.
+    async fn read_stored(&self, destination: &TableRef, job: &str) -> Result<Offsets> {
         let what = format!(
             "reading the offsets of job {job} for {destination} from {}",
             self.table
@@ -157,7 +162,9 @@ impl<'a> OffsetsLedger<'a> {
     ) -> Result<bool> {
         let job = checkpoint.job.as_str();
         self.create().await?;
-        let stored = self.stored(destination, job).await?;
+        // The writers wrote to the destination and the offsets table was just made sure
+        // of: no need to look them up at every checkpoint.
+        let stored = self.read_stored(destination, job).await?;
         checkpoint.check_against(&stored, &destination.to_string())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let offsets = checkpoint.ends().encode();

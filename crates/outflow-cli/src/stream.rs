@@ -522,8 +522,14 @@ impl Stream<'_> {
         };
         let mut decoded = decoder.decode(run)?;
         if *strict && !decoded.failed.is_empty() {
-            let values = decoder.values().clone();
-            let widening = widening(run, &decoded.failed, &values, refused);
+            // The fields each failed record has that the schema lacks, parsed once.
+            let values = decoder.values();
+            let lacking: Vec<(usize, Vec<String>)> = decoded
+                .failed
+                .iter()
+                .map(|(i, _)| (*i, new_fields(&run[*i], values)))
+                .collect();
+            let widening = widening(run, &lacking, values, refused);
             if let Some((first, widened)) = widening
                 && self.table_takes(&widened).await?
             {
@@ -536,7 +542,7 @@ impl Stream<'_> {
                 return Ok(first);
             }
             if let Schema::Known { refused, .. } = &self.schema {
-                note_refused(run, &mut decoded.failed, &values, refused);
+                note_refused(&mut decoded.failed, &lacking, refused);
             }
         }
         self.write_decoded(run, Some(decoded)).await?;
@@ -796,24 +802,21 @@ fn new_fields(record: &Record, values: &SchemaRef) -> Vec<String> {
 
 /// Where `run`'s first failed record with fields the schema lacks (other than `refused`
 /// ones) is, and the schema `values` widened by the new fields of that record and of the
-/// failed records after it (optional columns, typed as the records have them).
+/// failed records after it (optional columns, typed as the records have them). `lacking`
+/// holds each failed record's index and the fields it has that `values` lacks.
 fn widening(
     run: &[Record],
-    failed: &[(usize, String)],
+    lacking: &[(usize, Vec<String>)],
     values: &SchemaRef,
     refused: &BTreeSet<String>,
 ) -> Option<(usize, SchemaRef)> {
-    let fresh = |i: usize| {
-        new_fields(&run[i], values)
-            .into_iter()
-            .any(|name| !refused.contains(&name))
-    };
-    let first = failed.iter().map(|(i, _)| *i).find(|&i| fresh(i))?;
-    let sample: Vec<Record> = failed
+    let fresh: Vec<usize> = lacking
         .iter()
-        .filter(|(i, _)| *i >= first && fresh(*i))
-        .map(|(i, _)| run[*i].clone())
+        .filter(|(_, names)| names.iter().any(|name| !refused.contains(name)))
+        .map(|(i, _)| *i)
         .collect();
+    let first = *fresh.first()?;
+    let sample: Vec<Record> = fresh.iter().map(|&i| run[i].clone()).collect();
     let inferred = outflow_kafka::infer_schema(&sample).ok()?;
     let mut fields: Vec<arrow::datatypes::FieldRef> = values.fields().iter().cloned().collect();
     for field in inferred.fields() {
@@ -824,18 +827,18 @@ fn widening(
     Some((first, Arc::new(arrow::datatypes::Schema::new(fields))))
 }
 
-/// Says, in the reason of each failed record of `run` with fields the table refused to
-/// add, that its schema evolution does not allow them.
+/// Says, in the reason of each failed record with fields the table refused to add, that
+/// its schema evolution does not allow them. `lacking` is in the order of `failed`.
 fn note_refused(
-    run: &[Record],
     failed: &mut [(usize, String)],
-    values: &SchemaRef,
+    lacking: &[(usize, Vec<String>)],
     refused: &BTreeSet<String>,
 ) {
-    for (i, reason) in failed.iter_mut() {
-        let names: Vec<String> = new_fields(&run[*i], values)
-            .into_iter()
-            .filter(|n| refused.contains(n))
+    for ((_, reason), (_, lacks)) in failed.iter_mut().zip(lacking) {
+        let names: Vec<&str> = lacks
+            .iter()
+            .filter(|n| refused.contains(*n))
+            .map(String::as_str)
             .collect();
         if !names.is_empty() {
             reason.push_str(&format!(

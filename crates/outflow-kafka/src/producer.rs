@@ -81,11 +81,6 @@ impl DeadLetterTopic {
         })
     }
 
-    /// The topic the dead letters go to.
-    pub fn topic(&self) -> &str {
-        &self.topic
-    }
-
     /// Queues `value` with `key`; when the local queue is full, waits for the records
     /// queued so far first.
     pub async fn send(&mut self, key: &str, value: &str) -> Result<()> {
