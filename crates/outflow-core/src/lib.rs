@@ -8,6 +8,7 @@
 //! - [`commit`]: the two-phase write contract: writers prepare, one committer commits.
 //! - [`destination`]: dynamic destinations, a table chosen per row.
 //! - [`loads`]: the load ledger that makes reruns on the same files exactly-once.
+//! - [`changes`]: change data (inserts, upserts, deletes by key), reduced per batch.
 //! - [`checkpoint`]: the source offsets streaming jobs commit with their rows.
 //! - [`retry`]: the retry and backoff policy the sinks share.
 //! - [`Error`]: the one error type.
@@ -17,6 +18,7 @@ mod disposition;
 mod error;
 pub(crate) mod named;
 
+pub mod changes;
 pub mod checkpoint;
 pub mod commit;
 pub mod destination;

@@ -1,0 +1,439 @@
+//! Change data: rows that insert, upsert or delete earlier rows by key.
+//!
+//! A change is a row, an operation ([`ChangeOp`]) read from a column of the row
+//! ([`OperationColumn`]), and a key (one or more columns). [`reduce`] is the pure step every
+//! sink's upsert mode shares: within one batch (one flush, one checkpoint) the last change
+//! to a key wins, in source order, and what is left is
+//!
+//! - the rows to write: for each key whose last change is not a delete, that change's row;
+//! - the keys whose earlier rows go: every key an upsert or a delete touched in the batch
+//!   (an Iceberg equality delete, a BigQuery `DELETE`, a Bigtable row deletion).
+//!
+//! A key only inserted in the batch deletes nothing: an insert says the key is new, as in
+//! Flink's non-upsert writes. A row the batch cannot apply (an operation value the column's
+//! mapping does not name, a null in a key column) is a failed record naming the column; the
+//! others are applied.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
+use arrow_row::{RowConverter, SortField};
+use arrow_schema::DataType;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, ErrorKind, Result};
+
+/// What a change does to the rows of its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeOp {
+    /// A new key: the row is written, nothing is deleted.
+    Insert,
+    /// The row replaces whatever the key held (an update, or an insert that may repeat).
+    Upsert,
+    /// The key's rows go.
+    Delete,
+}
+
+/// The column that holds each row's operation, and which of its values mean which
+/// operation. The defaults cover Outflow's own words and Debezium's `op` codes (`c` create
+/// and `r` snapshot read insert, `u` upserts, `d` deletes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationColumn {
+    /// The column's name. It is not written to the table.
+    pub column: String,
+    /// Values that mean insert.
+    #[serde(default = "default_insert")]
+    pub insert: Vec<String>,
+    /// Values that mean upsert.
+    #[serde(default = "default_upsert")]
+    pub upsert: Vec<String>,
+    /// Values that mean delete.
+    #[serde(default = "default_delete")]
+    pub delete: Vec<String>,
+}
+
+fn default_insert() -> Vec<String> {
+    ["insert", "c", "r"].map(String::from).to_vec()
+}
+
+fn default_upsert() -> Vec<String> {
+    ["upsert", "update", "u"].map(String::from).to_vec()
+}
+
+fn default_delete() -> Vec<String> {
+    ["delete", "d"].map(String::from).to_vec()
+}
+
+impl OperationColumn {
+    /// The column `column` with the default values.
+    pub fn new(column: impl Into<String>) -> OperationColumn {
+        OperationColumn {
+            column: column.into(),
+            insert: default_insert(),
+            upsert: default_upsert(),
+            delete: default_delete(),
+        }
+    }
+
+    /// Checks the mapping: a column name that is not blank, each value under one operation.
+    pub fn validate(&self) -> Result<()> {
+        if self.column.trim().is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                "changes.operation.column: the name is blank",
+            ));
+        }
+        let mut seen: HashMap<&str, ChangeOp> = HashMap::new();
+        for (op, values) in self.values() {
+            for value in values {
+                if let Some(other) = seen.insert(value, op).filter(|other| *other != op) {
+                    return Err(Error::new(
+                        ErrorKind::InvalidConfig,
+                        format!("changes.operation: the value {value:?} means both {other:?} and {op:?}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn values(&self) -> [(ChangeOp, &Vec<String>); 3] {
+        [
+            (ChangeOp::Insert, &self.insert),
+            (ChangeOp::Upsert, &self.upsert),
+            (ChangeOp::Delete, &self.delete),
+        ]
+    }
+
+    /// The operation `value` names, if any.
+    pub fn op_of(&self, value: &str) -> Option<ChangeOp> {
+        self.values()
+            .into_iter()
+            .find(|(_, values)| values.iter().any(|v| v == value))
+            .map(|(op, _)| op)
+    }
+}
+
+/// What one batch of changes comes to, once the last change to each key has won.
+#[derive(Debug)]
+pub struct Reduced {
+    /// For each key whose last change is an insert or an upsert, that change's row, in the
+    /// order of those last changes; without the operation column.
+    pub rows: RecordBatch,
+    /// The operation of each row of `rows`.
+    pub row_ops: Vec<ChangeOp>,
+    /// The key columns of each key whose earlier rows this batch replaces or deletes (the
+    /// keys an upsert or a delete touched), in the order each was first touched.
+    pub deletes: RecordBatch,
+    /// Rows that could not be applied, by their index in the input batch, and why (naming
+    /// the column).
+    pub failed: Vec<(usize, String)>,
+}
+
+/// Reduces `batch` to the rows it writes and the keys it deletes (see the module docs).
+/// Errors when `operation.column` or a key column is not in the batch, or the operation
+/// column does not hold text.
+pub fn reduce(batch: &RecordBatch, operation: &OperationColumn, key: &[String]) -> Result<Reduced> {
+    if key.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidConfig,
+            "changes.key: no key columns are named",
+        ));
+    }
+    let schema = batch.schema();
+    let column_of = |name: &str, what: &str| {
+        schema.index_of(name).map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("{what} {name:?} is not a column of the input"),
+            )
+        })
+    };
+    let op_index = column_of(&operation.column, "the operation column")?;
+    let key_indexes = key
+        .iter()
+        .map(|name| column_of(name, "the key column"))
+        .collect::<Result<Vec<_>>>()?;
+    if key_indexes.contains(&op_index) {
+        return Err(Error::new(
+            ErrorKind::InvalidConfig,
+            format!(
+                "the operation column {:?} cannot be a key column",
+                operation.column
+            ),
+        ));
+    }
+    let ops = text_column(batch.column(op_index), &operation.column)?;
+    let key_columns: Vec<ArrayRef> = key_indexes.iter().map(|i| batch.column(*i).clone()).collect();
+    let converter = RowConverter::new(
+        key_columns
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect(),
+    )
+    .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("the key columns {key:?}: {e}")))?;
+    let keys = converter
+        .convert_columns(&key_columns)
+        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("the key columns {key:?}: {e}")))?;
+
+    /// Per key: its last change, and whether any change replaced or deleted earlier rows.
+    struct Touched {
+        first: usize,
+        last: usize,
+        last_op: ChangeOp,
+        replaces: bool,
+    }
+    let mut failed = Vec::new();
+    let mut touched: HashMap<&[u8], Touched> = HashMap::new();
+    'rows: for row in 0..batch.num_rows() {
+        let op = match ops.is_valid(row).then(|| ops.value(row)) {
+            None => {
+                failed.push((row, format!("{}: the operation is null", operation.column)));
+                continue;
+            }
+            Some(value) => match operation.op_of(value) {
+                Some(op) => op,
+                None => {
+                    failed.push((row, format!("{}: unknown operation {value:?}", operation.column)));
+                    continue;
+                }
+            },
+        };
+        for (name, column) in key.iter().zip(&key_columns) {
+            if column.is_null(row) {
+                failed.push((row, format!("{name}: the key column is null")));
+                continue 'rows;
+            }
+        }
+        let replaces = op != ChangeOp::Insert;
+        match touched.entry(keys.row(row).data()) {
+            Entry::Vacant(entry) => {
+                entry.insert(Touched {
+                    first: row,
+                    last: row,
+                    last_op: op,
+                    replaces,
+                });
+            }
+            Entry::Occupied(mut entry) => {
+                let t = entry.get_mut();
+                t.last = row;
+                t.last_op = op;
+                t.replaces |= replaces;
+            }
+        }
+    }
+
+    let mut written: Vec<(usize, ChangeOp)> = touched
+        .values()
+        .filter(|t| t.last_op != ChangeOp::Delete)
+        .map(|t| (t.last, t.last_op))
+        .collect();
+    written.sort_unstable_by_key(|(row, _)| *row);
+    let mut deleted: Vec<usize> = touched.values().filter(|t| t.replaces).map(|t| t.first).collect();
+    deleted.sort_unstable();
+
+    let data_columns: Vec<usize> = (0..batch.num_columns()).filter(|i| *i != op_index).collect();
+    let data = batch
+        .project(&data_columns)
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("dropping the operation column: {e}")))?;
+    let deletes = batch
+        .project(&key_indexes)
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("taking the key columns: {e}")))?;
+    Ok(Reduced {
+        rows: take(&data, written.iter().map(|(row, _)| *row))?,
+        row_ops: written.iter().map(|(_, op)| *op).collect(),
+        deletes: take(&deletes, deleted.into_iter())?,
+        failed,
+    })
+}
+
+fn text_column(column: &ArrayRef, name: &str) -> Result<StringArray> {
+    match column.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => {
+            let text = arrow_cast::cast(column, &DataType::Utf8).map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("the operation column {name:?}: {e}"),
+                )
+            })?;
+            Ok(text
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .cloned()
+                .expect("cast to Utf8 gives a StringArray"))
+        }
+        other => Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("the operation column {name:?} holds {other}, not text"),
+        )),
+    }
+}
+
+fn take(batch: &RecordBatch, rows: impl Iterator<Item = usize>) -> Result<RecordBatch> {
+    let indices = UInt32Array::from_iter_values(rows.map(|row| row as u32));
+    arrow_select::take::take_record_batch(batch, &indices)
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("taking the reduced rows: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, cast::AsArray, types::Int64Type};
+    use arrow_schema::{Field, Schema};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn batch(rows: &[(Option<i64>, Option<&str>, i64)]) -> RecordBatch {
+        let schema = Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("op", DataType::Utf8, true),
+            Field::new("value", DataType::Int64, false),
+        ]);
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn ints(batch: &RecordBatch, column: &str) -> Vec<i64> {
+        batch
+            .column_by_name(column)
+            .unwrap()
+            .as_primitive::<Int64Type>()
+            .values()
+            .to_vec()
+    }
+
+    fn reduced(rows: &[(Option<i64>, Option<&str>, i64)]) -> Reduced {
+        reduce(&batch(rows), &OperationColumn::new("op"), &["id".to_string()]).unwrap()
+    }
+
+    #[test]
+    fn the_last_change_to_a_key_wins_in_source_order() {
+        let r = reduced(&[
+            (Some(1), Some("c"), 10),
+            (Some(2), Some("c"), 20),
+            (Some(1), Some("u"), 11),
+            (Some(3), Some("c"), 30),
+            (Some(2), Some("d"), 0),
+            (Some(1), Some("u"), 12),
+        ]);
+        assert_eq!(
+            r.rows.schema().fields().len(),
+            2,
+            "the operation column is dropped"
+        );
+        assert_eq!(ints(&r.rows, "id"), [3, 1]);
+        assert_eq!(ints(&r.rows, "value"), [30, 12]);
+        assert_eq!(r.row_ops, [ChangeOp::Insert, ChangeOp::Upsert]);
+        assert_eq!(
+            ints(&r.deletes, "id"),
+            [1, 2],
+            "keys an upsert or a delete touched"
+        );
+        assert!(r.failed.is_empty());
+    }
+
+    #[test]
+    fn an_insert_after_a_delete_still_deletes_the_earlier_rows() {
+        let r = reduced(&[(Some(7), Some("d"), 0), (Some(7), Some("insert"), 70)]);
+        assert_eq!(ints(&r.rows, "value"), [70]);
+        assert_eq!(ints(&r.deletes, "id"), [7]);
+    }
+
+    #[test]
+    fn bad_rows_are_failed_by_column_and_the_rest_applied() {
+        let r = reduced(&[
+            (Some(1), Some("c"), 10),
+            (None, Some("c"), 20),
+            (Some(3), Some("merge"), 30),
+            (Some(4), None, 40),
+            (Some(5), Some("u"), 50),
+        ]);
+        assert_eq!(ints(&r.rows, "id"), [1, 5]);
+        assert_eq!(
+            r.failed,
+            [
+                (1, "id: the key column is null".to_string()),
+                (2, "op: unknown operation \"merge\"".to_string()),
+                (3, "op: the operation is null".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_columns_and_bad_mappings_are_named() {
+        let input = batch(&[(Some(1), Some("c"), 1)]);
+        let err = reduce(&input, &OperationColumn::new("op"), &["account".into()]).unwrap_err();
+        assert!(err.to_string().contains("the key column \"account\""), "{err}");
+        let err = reduce(&input, &OperationColumn::new("kind"), &["id".into()]).unwrap_err();
+        assert!(err.to_string().contains("the operation column \"kind\""), "{err}");
+        let err = reduce(&input, &OperationColumn::new("value"), &["id".into()]).unwrap_err();
+        assert!(err.to_string().contains("holds Int64, not text"), "{err}");
+        let mut twice = OperationColumn::new("op");
+        twice.delete.push("u".into());
+        assert!(
+            twice
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("\"u\" means both")
+        );
+        assert!(OperationColumn::new(" ").validate().is_err());
+        OperationColumn::new("op").validate().unwrap();
+    }
+
+    #[test]
+    fn the_mapping_reads_from_config_with_defaults() {
+        let spec: OperationColumn =
+            serde_json::from_str(r#"{"column": "kind", "delete": ["gone"]}"#).unwrap();
+        assert_eq!(spec.op_of("gone"), Some(ChangeOp::Delete));
+        assert_eq!(spec.op_of("d"), None);
+        assert_eq!(spec.op_of("u"), Some(ChangeOp::Upsert));
+        assert!(serde_json::from_str::<OperationColumn>(r#"{"column": "k", "merge": []}"#).is_err());
+    }
+
+    proptest! {
+        /// Writing `rows` after deleting `deletes` from any earlier state gives what applying
+        /// every change one by one to a map gives.
+        #[test]
+        fn reducing_then_applying_equals_applying_one_by_one(
+            before in prop::collection::btree_map(0i64..20, 0i64..1000, 0..20),
+            changes in prop::collection::vec((0i64..20, 0usize..3, 0i64..1000), 0..60),
+        ) {
+            let words = ["c", "u", "d"];
+            // An insert of a key already held is not a valid input: make it an upsert.
+            let mut state = before.clone();
+            let mut rows = Vec::new();
+            for (id, op, value) in &changes {
+                let op = if *op == 0 && state.contains_key(id) { 1 } else { *op };
+                match op {
+                    2 => { state.remove(id); }
+                    _ => { state.insert(*id, *value); }
+                }
+                rows.push((Some(*id), Some(words[op]), *value));
+            }
+            let r = reduced(&rows);
+            let mut applied: BTreeMap<i64, i64> = before;
+            for id in ints(&r.deletes, "id") {
+                applied.remove(&id);
+            }
+            for (id, value) in ints(&r.rows, "id").into_iter().zip(ints(&r.rows, "value")) {
+                prop_assert!(applied.insert(id, value).is_none(), "a row of key {} written over another", id);
+            }
+            prop_assert_eq!(applied, state);
+        }
+    }
+}
