@@ -15,7 +15,6 @@
 //! others are applied.
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
 use arrow_row::{RowConverter, SortField};
@@ -168,16 +167,15 @@ pub fn reduce(batch: &RecordBatch, operation: &OperationColumn, key: &[String]) 
     }
     let ops = text_column(batch.column(op_index), &operation.column)?;
     let key_columns: Vec<ArrayRef> = key_indexes.iter().map(|i| batch.column(*i).clone()).collect();
-    let converter = RowConverter::new(
+    // One byte string per row for the whole key, whatever its columns' types.
+    let keys = RowConverter::new(
         key_columns
             .iter()
             .map(|c| SortField::new(c.data_type().clone()))
             .collect(),
     )
+    .and_then(|converter| converter.convert_columns(&key_columns))
     .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("the key columns {key:?}: {e}")))?;
-    let keys = converter
-        .convert_columns(&key_columns)
-        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("the key columns {key:?}: {e}")))?;
 
     /// Per key: its last change, and whether any change replaced or deleted earlier rows.
     struct Touched {
@@ -209,22 +207,19 @@ pub fn reduce(batch: &RecordBatch, operation: &OperationColumn, key: &[String]) 
             }
         }
         let replaces = op != ChangeOp::Insert;
-        match touched.entry(keys.row(row).data()) {
-            Entry::Vacant(entry) => {
-                entry.insert(Touched {
-                    first: row,
-                    last: row,
-                    last_op: op,
-                    replaces,
-                });
-            }
-            Entry::Occupied(mut entry) => {
-                let t = entry.get_mut();
+        touched
+            .entry(keys.row(row).data())
+            .and_modify(|t| {
                 t.last = row;
                 t.last_op = op;
                 t.replaces |= replaces;
-            }
-        }
+            })
+            .or_insert(Touched {
+                first: row,
+                last: row,
+                last_op: op,
+                replaces,
+            });
     }
 
     let mut written: Vec<(usize, ChangeOp)> = touched
