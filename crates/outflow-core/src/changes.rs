@@ -116,6 +116,50 @@ impl OperationColumn {
     }
 }
 
+/// How a sink applies change data: the key its changes replace and delete by, and the
+/// column that says what each row does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeConfig {
+    /// The key columns. Empty: the destination's own key (an Iceberg table's identifier
+    /// fields), where it has one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key: Vec<String>,
+    /// The operation column and its values.
+    pub operation: OperationColumn,
+}
+
+impl ChangeConfig {
+    /// Changes keyed by `key`, their operation in `operation`'s column.
+    pub fn new(key: impl IntoIterator<Item = impl Into<String>>, operation: OperationColumn) -> ChangeConfig {
+        ChangeConfig {
+            key: key.into_iter().map(Into::into).collect(),
+            operation,
+        }
+    }
+
+    /// Checks the config without I/O: no blank key column, the operation column not among
+    /// them, and the operation values as [`OperationColumn::validate`] checks them.
+    pub fn validate(&self) -> Result<()> {
+        self.operation.validate()?;
+        for name in &self.key {
+            if name.trim().is_empty() {
+                return Err(Error::invalid_config(
+                    "changes.key",
+                    "a key column's name is blank",
+                ));
+            }
+            if *name == self.operation.column {
+                return Err(Error::invalid_config(
+                    "changes.key",
+                    format!("the operation column {name:?} cannot be a key column"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What one batch of changes comes to, once the last change to each key has won.
 #[derive(Debug)]
 pub struct Reduced {
@@ -124,6 +168,8 @@ pub struct Reduced {
     pub rows: RecordBatch,
     /// The operation of each row of `rows`.
     pub row_ops: Vec<ChangeOp>,
+    /// The index in the input batch of each row of `rows`.
+    pub sources: Vec<usize>,
     /// The key columns of each key whose earlier rows this batch replaces or deletes (the
     /// keys an upsert or a delete touched), in the order each was first touched.
     pub deletes: RecordBatch,
@@ -136,114 +182,189 @@ pub struct Reduced {
 /// Errors when `operation.column` or a key column is not in the batch, or the operation
 /// column does not hold text.
 pub fn reduce(batch: &RecordBatch, operation: &OperationColumn, key: &[String]) -> Result<Reduced> {
+    Ok(reduce_batches(std::slice::from_ref(batch), operation, key)?
+        .pop()
+        .expect("one result per batch"))
+}
+
+/// [`reduce`] over several batches taken as one, in order (one flush's or checkpoint's
+/// changes, whose schemas may differ): one [`Reduced`] per batch, with indexes into that
+/// batch. A key's row is in the result of the batch that holds its last change, and its
+/// delete in that of the batch that first touched it, so each key is written and deleted at
+/// most once across them all. Key columns must be of one type in every batch.
+pub fn reduce_batches(
+    batches: &[RecordBatch],
+    operation: &OperationColumn,
+    key: &[String],
+) -> Result<Vec<Reduced>> {
     if key.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidConfig,
             "changes.key: no key columns are named",
         ));
     }
-    let schema = batch.schema();
-    let column_of = |name: &str, what: &str| {
-        schema.index_of(name).map_err(|_| {
-            Error::new(
-                ErrorKind::InvalidInput,
-                format!("{what} {name:?} is not a column of the input"),
-            )
-        })
-    };
-    let op_index = column_of(&operation.column, "the operation column")?;
-    let key_indexes = key
+    let inputs = batches
         .iter()
-        .map(|name| column_of(name, "the key column"))
+        .map(|batch| ChangeColumns::of(batch, operation, key))
         .collect::<Result<Vec<_>>>()?;
-    if key_indexes.contains(&op_index) {
-        return Err(Error::new(
-            ErrorKind::InvalidConfig,
-            format!(
-                "the operation column {:?} cannot be a key column",
-                operation.column
-            ),
-        ));
-    }
-    let ops = text_column(batch.column(op_index), &operation.column)?;
-    let key_columns: Vec<ArrayRef> = key_indexes.iter().map(|i| batch.column(*i).clone()).collect();
+    let Some(first) = inputs.first() else {
+        return Ok(Vec::new());
+    };
     // One byte string per row for the whole key, whatever its columns' types.
-    let keys = RowConverter::new(
-        key_columns
+    let converter = RowConverter::new(
+        first
+            .keys
             .iter()
             .map(|c| SortField::new(c.data_type().clone()))
             .collect(),
     )
-    .and_then(|converter| converter.convert_columns(&key_columns))
     .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("the key columns {key:?}: {e}")))?;
+    let keys = inputs
+        .iter()
+        .map(|input| {
+            for ((name, column), expected) in key.iter().zip(&input.keys).zip(&first.keys) {
+                if column.data_type() != expected.data_type() {
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        format!(
+                            "the key column {name:?} holds {} in one batch and {} in another",
+                            expected.data_type(),
+                            column.data_type()
+                        ),
+                    ));
+                }
+            }
+            converter
+                .convert_columns(&input.keys)
+                .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("the key columns {key:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
 
-    /// Per key: its last change, and whether any change replaced or deleted earlier rows.
+    /// Per key: its first and last change (batch, row), and whether any change replaced
+    /// or deleted earlier rows.
     struct Touched {
-        first: usize,
-        last: usize,
+        first: (usize, usize),
+        last: (usize, usize),
         last_op: ChangeOp,
         replaces: bool,
     }
-    let mut failed = Vec::new();
+    let mut failed: Vec<Vec<(usize, String)>> = vec![Vec::new(); batches.len()];
     let mut touched: HashMap<&[u8], Touched> = HashMap::new();
-    'rows: for row in 0..batch.num_rows() {
-        let op = match ops.is_valid(row).then(|| ops.value(row)) {
-            None => {
-                failed.push((row, format!("{}: the operation is null", operation.column)));
-                continue;
-            }
-            Some(value) => match operation.op_of(value) {
-                Some(op) => op,
+    for (b, (input, keys)) in inputs.iter().zip(&keys).enumerate() {
+        'rows: for row in 0..input.ops.len() {
+            let op = match input.ops.is_valid(row).then(|| input.ops.value(row)) {
                 None => {
-                    failed.push((row, format!("{}: unknown operation {value:?}", operation.column)));
+                    failed[b].push((row, format!("{}: the operation is null", operation.column)));
                     continue;
                 }
-            },
-        };
-        for (name, column) in key.iter().zip(&key_columns) {
-            if column.is_null(row) {
-                failed.push((row, format!("{name}: the key column is null")));
-                continue 'rows;
+                Some(value) => match operation.op_of(value) {
+                    Some(op) => op,
+                    None => {
+                        failed[b].push((row, format!("{}: unknown operation {value:?}", operation.column)));
+                        continue;
+                    }
+                },
+            };
+            for (name, column) in key.iter().zip(&input.keys) {
+                if column.is_null(row) {
+                    failed[b].push((row, format!("{name}: the key column is null")));
+                    continue 'rows;
+                }
             }
+            let replaces = op != ChangeOp::Insert;
+            touched
+                .entry(keys.row(row).data())
+                .and_modify(|t| {
+                    t.last = (b, row);
+                    t.last_op = op;
+                    t.replaces |= replaces;
+                })
+                .or_insert(Touched {
+                    first: (b, row),
+                    last: (b, row),
+                    last_op: op,
+                    replaces,
+                });
         }
-        let replaces = op != ChangeOp::Insert;
-        touched
-            .entry(keys.row(row).data())
-            .and_modify(|t| {
-                t.last = row;
-                t.last_op = op;
-                t.replaces |= replaces;
-            })
-            .or_insert(Touched {
-                first: row,
-                last: row,
-                last_op: op,
-                replaces,
-            });
     }
 
-    let mut written: Vec<(usize, ChangeOp)> = touched
-        .values()
-        .filter(|t| t.last_op != ChangeOp::Delete)
-        .map(|t| (t.last, t.last_op))
-        .collect();
-    written.sort_unstable_by_key(|(row, _)| *row);
-    let mut deleted: Vec<usize> = touched.values().filter(|t| t.replaces).map(|t| t.first).collect();
-    deleted.sort_unstable();
+    // Per batch, in source order: the rows it writes (each key's last change, unless a
+    // delete) and the keys it deletes (each first touched there, if a change replaced).
+    let mut written: Vec<Vec<(usize, ChangeOp)>> = vec![Vec::new(); batches.len()];
+    let mut deleted: Vec<Vec<usize>> = vec![Vec::new(); batches.len()];
+    for t in touched.values() {
+        if t.last_op != ChangeOp::Delete {
+            written[t.last.0].push((t.last.1, t.last_op));
+        }
+        if t.replaces {
+            deleted[t.first.0].push(t.first.1);
+        }
+    }
+    inputs
+        .into_iter()
+        .zip(failed)
+        .zip(written.into_iter().zip(deleted))
+        .map(|((input, failed), (mut rows, mut deletes))| {
+            rows.sort_unstable_by_key(|(row, _)| *row);
+            deletes.sort_unstable();
+            Ok(Reduced {
+                rows: take(&input.data, rows.iter().map(|(row, _)| *row))?,
+                row_ops: rows.iter().map(|(_, op)| *op).collect(),
+                sources: rows.iter().map(|(row, _)| *row).collect(),
+                deletes: take(&input.key_batch, deletes.into_iter())?,
+                failed,
+            })
+        })
+        .collect()
+}
 
-    let data_columns: Vec<usize> = (0..batch.num_columns()).filter(|i| *i != op_index).collect();
-    let data = batch
-        .project(&data_columns)
-        .map_err(|e| Error::new(ErrorKind::Internal, format!("dropping the operation column: {e}")))?;
-    let deletes = batch
-        .project(&key_indexes)
-        .map_err(|e| Error::new(ErrorKind::Internal, format!("taking the key columns: {e}")))?;
-    Ok(Reduced {
-        rows: take(&data, written.iter().map(|(row, _)| *row))?,
-        row_ops: written.iter().map(|(_, op)| *op).collect(),
-        deletes: take(&deletes, deleted.into_iter())?,
-        failed,
-    })
+/// One batch's parts that [`reduce_batches`] reads.
+struct ChangeColumns {
+    ops: StringArray,
+    keys: Vec<ArrayRef>,
+    /// The batch without its operation column.
+    data: RecordBatch,
+    /// Its key columns.
+    key_batch: RecordBatch,
+}
+
+impl ChangeColumns {
+    fn of(batch: &RecordBatch, operation: &OperationColumn, key: &[String]) -> Result<ChangeColumns> {
+        let schema = batch.schema();
+        let column_of = |name: &str, what: &str| {
+            schema.index_of(name).map_err(|_| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("{what} {name:?} is not a column of the input"),
+                )
+            })
+        };
+        let op_index = column_of(&operation.column, "the operation column")?;
+        let key_indexes = key
+            .iter()
+            .map(|name| column_of(name, "the key column"))
+            .collect::<Result<Vec<_>>>()?;
+        if key_indexes.contains(&op_index) {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "the operation column {:?} cannot be a key column",
+                    operation.column
+                ),
+            ));
+        }
+        let data_columns: Vec<usize> = (0..batch.num_columns()).filter(|i| *i != op_index).collect();
+        Ok(ChangeColumns {
+            ops: text_column(batch.column(op_index), &operation.column)?,
+            keys: key_indexes.iter().map(|i| batch.column(*i).clone()).collect(),
+            data: batch.project(&data_columns).map_err(|e| {
+                Error::new(ErrorKind::Internal, format!("dropping the operation column: {e}"))
+            })?,
+            key_batch: batch
+                .project(&key_indexes)
+                .map_err(|e| Error::new(ErrorKind::Internal, format!("taking the key columns: {e}")))?,
+        })
+    }
 }
 
 fn text_column(column: &ArrayRef, name: &str) -> Result<StringArray> {
@@ -333,6 +454,7 @@ mod tests {
         assert_eq!(ints(&r.rows, "id"), [3, 1]);
         assert_eq!(ints(&r.rows, "value"), [30, 12]);
         assert_eq!(r.row_ops, [ChangeOp::Insert, ChangeOp::Upsert]);
+        assert_eq!(r.sources, [3, 5]);
         assert_eq!(
             ints(&r.deletes, "id"),
             [1, 2],
@@ -401,12 +523,15 @@ mod tests {
     }
 
     proptest! {
-        /// Writing `rows` after deleting `deletes` from any earlier state gives what applying
-        /// every change one by one to a map gives.
+        /// Writing the rows after deleting the keys of the changes cut into batches (none
+        /// cut: one batch) and reduced together, from any earlier state, gives what applying
+        /// every change one by one to a map gives; each key is written and deleted at most
+        /// once across the batches.
         #[test]
-        fn reducing_then_applying_equals_applying_one_by_one(
+        fn reducing_batches_together_equals_applying_one_by_one(
             before in prop::collection::btree_map(0i64..20, 0i64..1000, 0..20),
             changes in prop::collection::vec((0i64..20, 0usize..3, 0i64..1000), 0..60),
+            cuts in prop::collection::vec(0usize..60, 0..5),
         ) {
             let words = ["c", "u", "d"];
             // An insert of a key already held is not a valid input: make it an upsert.
@@ -420,15 +545,72 @@ mod tests {
                 }
                 rows.push((Some(*id), Some(words[op]), *value));
             }
-            let r = reduced(&rows);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(rows.len())).collect();
+            cuts.extend([0, rows.len()]);
+            cuts.sort_unstable();
+            let batches: Vec<RecordBatch> = cuts.windows(2).map(|w| batch(&rows[w[0]..w[1]])).collect();
+            let reduced = reduce_batches(&batches, &OperationColumn::new("op"), &["id".to_string()]).unwrap();
+            prop_assert_eq!(reduced.len(), batches.len());
             let mut applied: BTreeMap<i64, i64> = before;
-            for id in ints(&r.deletes, "id") {
-                applied.remove(&id);
+            let mut deleted = std::collections::BTreeSet::new();
+            for r in &reduced {
+                for id in ints(&r.deletes, "id") {
+                    prop_assert!(deleted.insert(id), "key {} deleted twice", id);
+                    applied.remove(&id);
+                }
             }
-            for (id, value) in ints(&r.rows, "id").into_iter().zip(ints(&r.rows, "value")) {
-                prop_assert!(applied.insert(id, value).is_none(), "a row of key {} written over another", id);
+            for r in &reduced {
+                for (id, value) in ints(&r.rows, "id").into_iter().zip(ints(&r.rows, "value")) {
+                    prop_assert!(applied.insert(id, value).is_none(), "a row of key {} written over another", id);
+                }
             }
             prop_assert_eq!(applied, state);
         }
+    }
+
+    #[test]
+    fn key_columns_of_another_type_in_a_later_batch_are_named() {
+        let first = batch(&[(Some(1), Some("c"), 1)]);
+        let schema = Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("op", DataType::Utf8, true),
+        ]);
+        let second = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(StringArray::from(vec!["1"])),
+                Arc::new(StringArray::from(vec!["u"])),
+            ],
+        )
+        .unwrap();
+        let err = reduce_batches(&[first, second], &OperationColumn::new("op"), &["id".into()]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("\"id\" holds Int64 in one batch and Utf8"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_change_config_names_what_is_wrong() {
+        ChangeConfig::new(["id"], OperationColumn::new("op"))
+            .validate()
+            .unwrap();
+        let err = ChangeConfig::new(["op"], OperationColumn::new("op"))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("changes.key"), "{err}");
+        assert!(
+            ChangeConfig::new([" "], OperationColumn::new("op"))
+                .validate()
+                .is_err()
+        );
+        let parsed: ChangeConfig =
+            serde_json::from_str(r#"{"key": ["id"], "operation": {"column": "op"}}"#).unwrap();
+        assert_eq!(parsed, ChangeConfig::new(["id"], OperationColumn::new("op")));
+        assert!(
+            serde_json::from_str::<ChangeConfig>(r#"{"keys": ["id"], "operation": {"column": "op"}}"#)
+                .is_err()
+        );
     }
 }
