@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use outflow_core::evolution::EvolutionPlan;
-use outflow_core::schema::{InputSchema, NameMapping, Schema};
+use outflow_core::schema::{InputSchema, NameMapping, PrimitiveType, Schema};
 use outflow_core::{
     Aborted, CreateDisposition, DestinationPlan, Error, ErrorKind, EvolutionPlanner,
     IncompatibleSchemaHandling, LoadedFiles, Offsets, PlannedAction, PrepareDestination, Result,
@@ -24,6 +24,7 @@ use crate::commit::{commit_schema, name_mapping, updated_name_mapping};
 use crate::options::{IcebergSinkOptions, TableCreateOptions};
 use crate::partition::{partition_spec, sort_order};
 use crate::schema::{from_iceberg_schema, parse_table_ident, table_name, to_iceberg_schema};
+use crate::upsert::{UpsertKey, keyed_schema, planned_input};
 
 /// How many times a schema commit is re-planned after losing a race before giving up.
 const SCHEMA_COMMIT_ATTEMPTS: usize = 5;
@@ -80,10 +81,13 @@ pub(crate) async fn prepare_table(
         }
         None => {
             let plan = EvolutionPlanner::new(options.schema_evolution()).plan(slice::from_ref(input))?;
-            let schema = creatable_schema(&plan, name)?;
-            create_with_name_mapping(catalog, &ident, &schema, options.table_options()).await?
+            let (schema, key) = keyed_schema(creatable_schema(&plan, name)?, options.changes());
+            create_with_name_mapping(catalog, &ident, &schema, &key, options.table_options()).await?
         }
     };
+    if let Some(changes) = options.changes() {
+        UpsertKey::of(&table, changes)?;
+    }
     if options.write_disposition() == WriteDisposition::Empty && !created {
         refuse_rows(&table, name).await?;
     }
@@ -103,17 +107,34 @@ async fn refuse_rows(table: &Table, name: &str) -> Result<()> {
     .with_context("table", name.to_string()))
 }
 
-/// Creates a table of `schema` laid out as `layout` says, and gives it a name mapping; when
+/// Creates a table of `schema` laid out as `layout` says, with the `identifier` columns
+/// (top-level, required) as its identifier fields, and gives it a name mapping; when
 /// another writer created it first, loads theirs. Returns the table and whether this call
 /// created it.
 pub(crate) async fn create_with_name_mapping(
     catalog: &IcebergCatalog,
     ident: &TableIdent,
     schema: &Schema,
+    identifier: &[String],
     layout: &TableCreateOptions,
 ) -> Result<(Table, bool)> {
     let name = table_name(ident);
-    let iceberg_schema = to_iceberg_schema(schema, 0)?;
+    let mut iceberg_schema = to_iceberg_schema(schema, 0)?;
+    if !identifier.is_empty() {
+        let ids = identifier
+            .iter()
+            .map(|column| {
+                iceberg_schema.field_by_name(column).map(|f| f.id).ok_or_else(|| {
+                    Error::invalid_config("changes.key", format!("{column:?} is not a column of the input"))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        iceberg_schema = iceberg_schema
+            .into_builder()
+            .with_identifier_field_ids(ids)
+            .build()
+            .map_err(|e| Error::invalid_config("changes.key", e.message()))?;
+    }
     let spec = partition_spec(&iceberg_schema, layout.partition_fields())?;
     let order = sort_order(&iceberg_schema, layout.sort_order())?;
     let properties = layout.properties().clone().into_iter().collect();
@@ -145,6 +166,44 @@ fn creatable_schema(plan: &EvolutionPlan, name: &str) -> Result<Schema> {
             .rejection_error(&format!("cannot create table {name} from the input"))
             .with_context("table", name.to_string())),
     }
+}
+
+/// Checks, without I/O, that a table created as `schema` could take upserts: what
+/// [`UpsertKey::of`] checks on the table, for `outflow plan` before it exists.
+fn creatable_with_key(schema: &Schema, options: &IcebergSinkOptions, name: &str) -> Result<()> {
+    let Some(changes) = options.changes() else {
+        return Ok(());
+    };
+    let refuse = |why: String| {
+        Err(Error::new(
+            ErrorKind::SchemaIncompatible,
+            format!("upsert into {name}: {why}"),
+        )
+        .with_context("table", name.to_string()))
+    };
+    if changes.key.is_empty() {
+        return refuse(
+            "changes.key names no column, and a table created here has no identifier fields".into(),
+        );
+    }
+    if !options.table_options().partition_fields().is_empty() {
+        return refuse("the table would be partitioned; upsert mode writes unpartitioned tables".into());
+    }
+    for column in &changes.key {
+        match schema.field(column).map(|f| f.data_type.as_primitive()) {
+            None => {
+                return refuse(format!(
+                    "the key column {column:?} is not a top-level column of the input"
+                ));
+            }
+            Some(None) => return refuse(format!("the key column {column:?} is not a primitive")),
+            Some(Some(PrimitiveType::Float | PrimitiveType::Double)) => {
+                return refuse(format!("the key column {column:?} is floating point"));
+            }
+            Some(Some(_)) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Rows in the table's current snapshot, from its summary or, failing that, its manifests.
@@ -277,7 +336,19 @@ impl IcebergPreparer {
         schema: &SchemaRef,
     ) -> Result<(DestinationPlan, Option<Error>)> {
         let failed = |e: Error| Ok((DestinationPlan::failed(destination, &e), Some(e)));
-        let input = InputSchema::new(Schema::from_arrow(schema)?);
+        let changes = self.options.changes();
+        let mut input = planned_input(schema, changes, changes.map_or(&[], |c| &c.key))?;
+        let upsert = changes.map(|changes| {
+            format!(
+                "upsert by key [{}], operations from column {:?}",
+                if changes.key.is_empty() {
+                    "the table's identifier fields".to_string()
+                } else {
+                    changes.key.join(", ")
+                },
+                changes.operation.column
+            )
+        });
         let ident = match parse_table_ident(destination) {
             Ok(ident) => ident,
             Err(e) => return failed(e),
@@ -291,15 +362,27 @@ impl IcebergPreparer {
                 Ok(plan) => plan,
                 Err(e) => return failed(e),
             };
-            let (mut out, error) = match creatable_schema(&plan, destination) {
-                Ok(_) => (DestinationPlan::new(destination, PlannedAction::Create), None),
+            let created = creatable_schema(&plan, destination).and_then(|schema| {
+                creatable_with_key(&keyed_schema(schema, options.changes()).0, options, destination)
+            });
+            let (mut out, error) = match created {
+                Ok(()) => (DestinationPlan::new(destination, PlannedAction::Create), None),
                 Err(e) => (DestinationPlan::failed(destination, &e), Some(e)),
             };
             for field in options.table_options().partition_fields() {
                 out = out.with_detail(format!("partition by {field}"));
             }
+            if let Some(upsert) = upsert {
+                out = out.with_detail(upsert);
+            }
             return Ok((out.with_evolution(plan), error));
         };
+        if let Some(changes) = changes {
+            match UpsertKey::of(&table, changes) {
+                Ok(key) => input = planned_input(schema, Some(changes), &key.columns)?,
+                Err(e) => return failed(e),
+            }
+        }
         if options.write_disposition() == WriteDisposition::Empty
             && let Err(e) = refuse_rows(&table, destination).await
         {
@@ -318,6 +401,9 @@ impl IcebergPreparer {
         };
         if options.write_disposition() == WriteDisposition::Truncate {
             out = out.with_detail("replace the table's rows");
+        }
+        if let Some(upsert) = upsert {
+            out = out.with_detail(upsert);
         }
         // Under route_to_errors a schema that does not fit is no reason to stop: its rows
         // become failed records when they are written, and the table is used as it is.
@@ -348,10 +434,15 @@ impl PrepareDestination for IcebergPreparer {
         if let Some(error) = error {
             return Err(error);
         }
-        let input = InputSchema::new(Schema::from_arrow(schema)?);
+        let changes = self.options.changes();
+        let mut input = planned_input(schema, changes, changes.map_or(&[], |c| &c.key))?;
         let (table, created) = prepare_table(&self.catalog, &self.options, destination, &input).await?;
         if created {
             self.created.record(table.identifier());
+        }
+        // The key named by the table's identifier fields is known now.
+        if let Some(changes) = changes.filter(|c| c.key.is_empty()) {
+            input = planned_input(schema, Some(changes), &UpsertKey::of(&table, changes)?.columns)?;
         }
         if planned.action == PlannedAction::Update {
             evolve(&self.catalog, self.options.schema_evolution(), table, &input).await?;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use outflow_core::changes::ChangeConfig;
 use outflow_core::{
     CreateDisposition, Destination, Error, Result, RetryPolicy, SchemaEvolutionConfig, WriteDisposition,
 };
@@ -67,6 +68,7 @@ pub struct IcebergSinkOptionsBuilder {
     compression_level: Option<i32>,
     retry: RetryPolicy,
     writers_per_table: Option<usize>,
+    changes: Option<ChangeConfig>,
 }
 
 impl IcebergSinkOptionsBuilder {
@@ -84,6 +86,7 @@ impl IcebergSinkOptionsBuilder {
             compression_level: Some(options.compression_level),
             retry: options.retry,
             writers_per_table: options.writers_per_table,
+            changes: options.changes,
         }
     }
 
@@ -155,6 +158,12 @@ impl IcebergSinkOptionsBuilder {
         self
     }
 
+    /// Upsert mode: the input is change data, applied by `changes.key`.
+    pub fn changes(mut self, changes: ChangeConfig) -> Self {
+        self.changes = Some(changes);
+        self
+    }
+
     /// Validates and builds the options.
     pub fn build(self) -> Result<IcebergSinkOptions> {
         let catalog = self
@@ -178,6 +187,7 @@ impl IcebergSinkOptionsBuilder {
             compression_level: self.compression_level.unwrap_or(DEFAULT_COMPRESSION_LEVEL),
             retry: self.retry,
             writers_per_table: self.writers_per_table,
+            changes: self.changes,
         };
         options.validate()?;
         Ok(options)

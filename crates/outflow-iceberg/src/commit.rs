@@ -46,6 +46,9 @@ pub struct DataCommit {
     pub kind: SnapshotKind,
     /// The data files.
     pub files: Vec<DataFile>,
+    /// Equality delete files (upsert mode): they delete the rows of earlier commits whose
+    /// key they hold, and not those of `files`, which share their sequence number.
+    pub deletes: Vec<DataFile>,
     /// The commit id recorded in the snapshot summary.
     pub commit_id: String,
     /// At most this many files per manifest (0: one manifest).
@@ -70,39 +73,52 @@ impl DataCommit {
         files: Vec<DataFile>,
         partition_spec_id: i32,
     ) -> DataCommit {
-        let label = match kind {
-            SnapshotKind::Append => "append",
-            SnapshotKind::Overwrite => "overwrite",
-        };
-        DataCommit {
+        let mut commit = DataCommit {
             kind,
-            commit_id: commit_id_for(
-                &format!("{label}:{table}"),
-                files
-                    .iter()
-                    .map(|f| format!("{}:{}", f.file_path(), f.record_count())),
-            ),
+            commit_id: String::new(),
             files,
+            deletes: Vec::new(),
             files_per_manifest: 0,
             partition_spec_id,
             summary: BTreeMap::new(),
             checkpoint: None,
-        }
+        };
+        commit.derive_id(table);
+        commit
+    }
+
+    /// This commit with equality delete files as well; its id covers them.
+    pub fn with_deletes(mut self, table: &str, deletes: Vec<DataFile>) -> DataCommit {
+        self.deletes = deletes;
+        self.derive_id(table);
+        self
     }
 
     /// This commit carrying `checkpoint`: its id covers the checkpoint's offsets too, so
     /// a checkpoint that staged no files still makes a commit of its own.
     pub fn with_checkpoint(mut self, table: &str, checkpoint: Checkpoint) -> DataCommit {
-        self.commit_id = commit_id_for(
-            &format!("{}:{table}", checkpoint.id_text()),
-            self.files
-                .iter()
-                .map(|f| format!("{}:{}", f.file_path(), f.record_count())),
-        );
         self.summary
             .insert(offsets_key(&checkpoint.job), checkpoint.ends().encode());
         self.checkpoint = Some(checkpoint);
+        self.derive_id(table);
         self
+    }
+
+    /// The commit id from the table, the checkpoint (else the kind) and every file (path
+    /// and row count), in any order: the same files make the same id.
+    fn derive_id(&mut self, table: &str) {
+        let prefix = match (&self.checkpoint, self.kind) {
+            (Some(checkpoint), _) => format!("{}:{table}", checkpoint.id_text()),
+            (None, SnapshotKind::Append) => format!("append:{table}"),
+            (None, SnapshotKind::Overwrite) => format!("overwrite:{table}"),
+        };
+        self.commit_id = commit_id_for(
+            &prefix,
+            self.files
+                .iter()
+                .chain(&self.deletes)
+                .map(|f| format!("{}:{}", f.file_path(), f.record_count())),
+        );
     }
 }
 
@@ -352,19 +368,26 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
             written.push(path);
             continue;
         }
-        let (path, mut writer) = new_manifest(count, &spec, ManifestContentType::Data)?;
+        let (path, writer) = new_manifest(count, &spec, ManifestContentType::Data)?;
         count += 1;
-        for file in files {
-            writer
-                .add_file(file.clone(), -1)
-                .doing(format_args!("adding {} to a manifest", file.file_path()))?;
+        manifests.push(write_new_manifest(writer, &path, files).await?);
+        written.push(path);
+    }
+
+    // Equality deletes, in a delete manifest of their own (format v2 and later).
+    if !commit.deletes.is_empty() {
+        if version == FormatVersion::V1 {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("table {name} is format v1, which has no delete files; upsert mode needs v2"),
+            ));
         }
-        manifests.push(
-            writer
-                .write_manifest_file()
-                .await
-                .doing(format_args!("writing manifest {path}"))?,
-        );
+        for file in &commit.deletes {
+            summary.add_file(file, schema.clone(), spec.clone());
+        }
+        let (path, writer) = new_manifest(count, &spec, ManifestContentType::Deletes)?;
+        count += 1;
+        manifests.push(write_new_manifest(writer, &path, &commit.deletes).await?);
         written.push(path);
     }
 
@@ -459,9 +482,10 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
     totals(&mut properties, parent.as_deref(), commit, removed_records);
     properties.extend(commit.summary.clone());
     properties.insert(COMMIT_ID_KEY.to_string(), commit.commit_id.clone());
+    // A commit that deletes rows is an overwrite, as Java's row deltas are.
     let operation = match commit.kind {
-        SnapshotKind::Append => Operation::Append,
-        SnapshotKind::Overwrite => Operation::Overwrite,
+        SnapshotKind::Append if commit.deletes.is_empty() => Operation::Append,
+        SnapshotKind::Append | SnapshotKind::Overwrite => Operation::Overwrite,
     };
     finish_snapshot(
         table,
@@ -475,6 +499,24 @@ async fn build_snapshot(table: &Table, commit: &DataCommit) -> Result<BuiltSnaps
         written,
     )
     .await
+}
+
+/// Adds `files` to `writer`, a new manifest at `path`, as added in its snapshot, and
+/// writes it.
+async fn write_new_manifest(
+    mut writer: ManifestWriter,
+    path: &str,
+    files: &[DataFile],
+) -> Result<ManifestFile> {
+    for file in files {
+        writer
+            .add_file(file.clone(), -1)
+            .doing(format_args!("adding {} to manifest {path}", file.file_path()))?;
+    }
+    writer
+        .write_manifest_file()
+        .await
+        .doing(format_args!("writing manifest {path}"))
 }
 
 /// An unused snapshot id for `metadata`'s table.
@@ -586,8 +628,21 @@ fn totals(
     removed_records: u64,
 ) {
     let added_records: u64 = commit.files.iter().map(|f| f.record_count()).sum();
-    let added_size: u64 = commit.files.iter().map(|f| f.file_size_in_bytes()).sum();
+    let added_size: u64 = commit
+        .files
+        .iter()
+        .chain(&commit.deletes)
+        .map(|f| f.file_size_in_bytes())
+        .sum();
     let added_files = commit.files.len() as u64;
+    let added_deletes = [
+        ("total-delete-files", commit.deletes.len() as u64),
+        ("total-position-deletes", 0),
+        (
+            "total-equality-deletes",
+            commit.deletes.iter().map(|f| f.record_count()).sum(),
+        ),
+    ];
     let parent_total = |key: &str| -> Option<u64> {
         match parent {
             None => Some(0),
@@ -617,12 +672,8 @@ fn totals(
                 "total-data-files",
                 parent_total("total-data-files").map(|t| t + added_files),
             );
-            for key in [
-                "total-delete-files",
-                "total-position-deletes",
-                "total-equality-deletes",
-            ] {
-                set(key, parent_total(key));
+            for (key, added) in added_deletes {
+                set(key, parent_total(key).map(|t| t + added));
             }
         }
         SnapshotKind::Overwrite => {
@@ -630,12 +681,8 @@ fn totals(
             set("total-records", Some(added_records));
             set("total-files-size", Some(added_size));
             set("total-data-files", Some(added_files));
-            for key in [
-                "total-delete-files",
-                "total-position-deletes",
-                "total-equality-deletes",
-            ] {
-                set(key, Some(0));
+            for (key, added) in added_deletes {
+                set(key, Some(added));
             }
         }
     }

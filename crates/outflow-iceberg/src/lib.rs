@@ -17,6 +17,7 @@
 //! files each commit loaded, for exactly-once reruns), [`manifest`] (a fast writer of the
 //! manifests appends make, and merging them), [`maintenance`] (expiring snapshots,
 //! removing orphan files, rewriting a table's manifests), [`staged`] (the committer of a two-phase write, [`IcebergCommitter`]),
+//! `upsert` (change data applied by key: equality deletes beside the data files),
 //! [`partition`] (partition and sort fields as users write them) and [`add_files`] ([`AddFiles`]: existing Parquet files registered from their
 //! footers, evolving the schema).
 #![deny(missing_docs)]
@@ -36,6 +37,7 @@ mod rest_auth;
 pub mod schema;
 pub mod sink;
 pub mod staged;
+mod upsert;
 mod vended;
 pub mod writer;
 

@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::Path;
 
 use arrow_schema::Schema as ArrowSchema;
+use outflow_core::changes::ChangeConfig;
 use outflow_core::schema::Schema;
 use outflow_core::{
     CreateDisposition, Destination, Error, Result, RetryPolicy, SchemaEvolutionConfig, WriteDisposition,
@@ -364,6 +365,13 @@ pub struct IcebergSinkOptions {
     /// at most 4). Each writer has its own open files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) writers_per_table: Option<usize>,
+    /// Upsert mode: the input is change data (inserts, upserts, deletes by key) and each
+    /// commit holds the changed rows' data files with equality delete files for their keys.
+    /// Needs an unpartitioned format v2 table; the key is the table's identifier fields
+    /// when `key` is empty, and a table the sink creates gets the key as its identifier
+    /// fields, required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) changes: Option<ChangeConfig>,
 }
 
 impl IcebergSinkOptions {
@@ -422,6 +430,11 @@ impl IcebergSinkOptions {
         &self.retry
     }
 
+    /// Upsert mode's key and operation column, when the input is change data.
+    pub fn changes(&self) -> Option<&ChangeConfig> {
+        self.changes.as_ref()
+    }
+
     /// How many data file writers each table gets.
     pub fn parallel_writers(&self) -> usize {
         self.writers_per_table.unwrap_or_else(|| {
@@ -477,6 +490,15 @@ impl IcebergSinkOptions {
         self.retry.validate()?;
         if self.writers_per_table == Some(0) {
             return Err(Error::invalid_config("writers_per_table", "must be at least 1"));
+        }
+        if let Some(changes) = &self.changes {
+            changes.validate()?;
+            if self.write_disposition == WriteDisposition::Truncate {
+                return Err(Error::invalid_config(
+                    "changes",
+                    "upsert mode applies changes to the rows a table holds; it cannot truncate it",
+                ));
+            }
         }
         Ok(())
     }

@@ -16,6 +16,10 @@
 //! [`TwoPhaseSink`], the sink instead closes its files and hands them over uncommitted
 //! ([`StagedFiles`]) for an [`IcebergCommitter`](crate::IcebergCommitter).
 //!
+//! In upsert mode (`changes`), rows are change data: each table's rows are held until the
+//! flush, then reduced by key and written as data files plus equality delete files in the
+//! same one commit ([`crate::upsert`]).
+//!
 //! The files a run read, given to [`Sink::record_loads`], go into the summary of each of
 //! its commits ([`crate::loads`]), and the preparer reads them back, so a rerun can skip
 //! the files a table already holds.
@@ -30,6 +34,7 @@ use iceberg::TableIdent;
 use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
+use outflow_core::changes::{ChangeConfig, reduce_batches};
 use outflow_core::evolution::Verdict;
 use outflow_core::schema::{InputSchema, NameMapping, Schema, conform_batch_mapped};
 use outflow_core::sink::{DestinationStats, row_to_json};
@@ -45,7 +50,8 @@ use crate::loads::LOADED_FILES_KEY;
 use crate::options::IcebergSinkOptions;
 use crate::schema::{from_iceberg_schema, parse_table_ident};
 use crate::staged::StagedFiles;
-use crate::writer::{FileNames, ParallelWriters};
+use crate::upsert::UpsertKey;
+use crate::writer::{FileNames, ParallelWriters, equality_delete_files};
 
 /// Writes Arrow batches to Iceberg tables. Open one with [`IcebergSink::connect`].
 pub struct IcebergSink {
@@ -61,6 +67,18 @@ pub struct IcebergSink {
     closed: bool,
     /// The record of the run's source files, for every commit ([`crate::loads`]).
     loads: Option<String>,
+    /// Upsert mode: each table's changes since the last flush, reduced and written when it
+    /// commits ([`crate::upsert`]).
+    changes: HashMap<String, Vec<ChangePart>>,
+}
+
+/// Rows of change data routed to one table, held until the flush.
+struct ChangePart {
+    batch: RecordBatch,
+    /// Each row's index in the batch given to `write`.
+    rows: Vec<u32>,
+    /// The index of that batch's first row among all the rows the sink was given.
+    first_row: u64,
 }
 
 impl std::fmt::Debug for IcebergSink {
@@ -93,6 +111,7 @@ impl IcebergSink {
             result: WriteResult::default(),
             closed: false,
             loads: None,
+            changes: HashMap::new(),
         }
     }
 
@@ -184,9 +203,75 @@ impl IcebergSink {
         }
     }
 
+    /// Writes the changes held for each table in upsert mode: the rows that survive
+    /// reduction as data files, the keys they replace or delete as equality delete files.
+    /// Rows that cannot be applied (an unknown operation, a null key) are failed records.
+    async fn apply_changes(&mut self) -> Result<()> {
+        let Some(changes) = self.options.changes().cloned() else {
+            return Ok(());
+        };
+        let mut held: Vec<(String, Vec<ChangePart>)> =
+            std::mem::take(&mut self.changes).into_iter().collect();
+        held.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, parts) in held {
+            let key = match changes.key.is_empty() {
+                false => changes.key.clone(),
+                true => {
+                    let ident = parse_table_ident(&name)?;
+                    let Some(table) = self.catalog.load_table(&ident).await? else {
+                        return Err(Error::not_found("table", &name).with_context(
+                            "changes.key",
+                            "empty: the key is the table's identifier fields, and the table does not exist",
+                        ));
+                    };
+                    UpsertKey::of(&table, &changes)?.columns
+                }
+            };
+            let batches: Vec<RecordBatch> = parts.iter().map(|p| p.batch.clone()).collect();
+            let reduced = reduce_batches(&batches, &changes.operation, &key)
+                .map_err(|e| e.with_context("table", name.clone()))?;
+            let mut deletes = Vec::new();
+            for (part, reduced) in parts.iter().zip(reduced) {
+                for (row, reason) in reduced.failed {
+                    self.result.failed.push(FailedRecord {
+                        source: None,
+                        destination: name.clone(),
+                        index: Some(part.first_row + u64::from(part.rows[row])),
+                        record: row_to_json(&part.batch, row),
+                        reason,
+                    });
+                }
+                if reduced.rows.num_rows() > 0 {
+                    let rows: Vec<u32> = reduced.sources.iter().map(|s| part.rows[*s]).collect();
+                    self.write_part(&name, reduced.rows, &rows, part.first_row)
+                        .await?;
+                }
+                if reduced.deletes.num_rows() > 0 {
+                    deletes.push(reduced.deletes);
+                }
+            }
+            if deletes.is_empty() {
+                continue;
+            }
+            if !self.tables.contains_key(&name) {
+                // Only deletes: a table that does not exist holds nothing to delete.
+                let Some(table) = self.catalog.load_table(&parse_table_ident(&name)?).await? else {
+                    continue;
+                };
+                let writer =
+                    TableWriter::new(&name, table, self.options.write_disposition(), &self.writer_id)?;
+                self.tables.insert(name.clone(), writer);
+            }
+            let writer = self.tables.get_mut(&name).expect("inserted above");
+            writer.write_deletes(deletes, &changes, &self.options).await?;
+        }
+        Ok(())
+    }
+
     /// Closes every open data file and returns the commits a flush would make, without
     /// making them.
     pub async fn prepare_commits(&mut self) -> Result<Vec<PendingCommit>> {
+        self.apply_changes().await?;
         let mut out = Vec::new();
         for writer in self.tables.values_mut() {
             if let Some(mut pending) = writer.prepare_commit().await? {
@@ -279,6 +364,17 @@ impl Sink for IcebergSink {
                 .push(unrouted.failed_record(destination, &batch, index));
         }
         for part in routing.parts {
+            if self.options.changes().is_some() {
+                self.changes
+                    .entry(part.destination)
+                    .or_default()
+                    .push(ChangePart {
+                        batch: part.batch,
+                        rows: part.rows,
+                        first_row,
+                    });
+                continue;
+            }
             self.write_part(&part.destination, part.batch, &part.rows, first_row)
                 .await?;
         }
@@ -329,6 +425,7 @@ impl TwoPhaseSink for IcebergSink {
     async fn prepare_commit(&mut self) -> Result<Prepared<StagedFiles>> {
         self.refuse_when_closed()?;
         self.include_truncated_table().await?;
+        self.apply_changes().await?;
         let mut committables = Vec::new();
         let mut result = std::mem::take(&mut self.result);
         for writer in self.tables.values_mut() {
@@ -372,6 +469,8 @@ struct TableWriter {
     /// every file it opened and that is not committed.
     names: FileNames,
     pending: Vec<DataFile>,
+    /// Equality delete files (upsert mode) for the next commit.
+    deletes: Vec<DataFile>,
     truncate_pending: bool,
     stats: DestinationStats,
 }
@@ -390,6 +489,7 @@ impl TableWriter {
             files: None,
             names: FileNames::new(writer_id),
             pending: Vec::new(),
+            deletes: Vec::new(),
             truncate_pending: disposition == WriteDisposition::Truncate,
             stats: DestinationStats::default(),
         };
@@ -450,6 +550,30 @@ impl TableWriter {
         Ok(())
     }
 
+    /// Writes equality delete files for `keys` (the key columns of the rows the next commit
+    /// replaces or deletes).
+    async fn write_deletes(
+        &mut self,
+        keys: Vec<RecordBatch>,
+        changes: &ChangeConfig,
+        options: &IcebergSinkOptions,
+    ) -> Result<()> {
+        let key = UpsertKey::of(&self.table, changes)?;
+        let keys = keys
+            .iter()
+            .map(|batch| {
+                key.conform(batch)
+                    .map_err(|e| e.with_context("table", self.name.clone()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let written =
+            equality_delete_files(&self.table, key.schema.clone(), keys, options, &self.names).await?;
+        self.stats.files += written.len() as u64;
+        self.stats.bytes += written.iter().map(|f| f.file_size_in_bytes()).sum::<u64>();
+        self.deletes.extend(written);
+        Ok(())
+    }
+
     async fn close_files(&mut self) -> Result<()> {
         let Some(files) = self.files.take() else {
             return Ok(());
@@ -464,7 +588,7 @@ impl TableWriter {
     /// Closes open files and describes the commit of everything pending, if any.
     async fn prepare_commit(&mut self) -> Result<Option<PendingCommit>> {
         self.close_files().await?;
-        if self.pending.is_empty() && !self.truncate_pending {
+        if self.pending.is_empty() && self.deletes.is_empty() && !self.truncate_pending {
             return Ok(None);
         }
         let kind = if self.truncate_pending {
@@ -477,7 +601,8 @@ impl TableWriter {
             kind,
             self.pending.clone(),
             self.table.metadata().default_partition_spec_id(),
-        );
+        )
+        .with_deletes(&self.name, self.deletes.clone());
         Ok(Some(PendingCommit {
             table: self.name.clone(),
             ident: self.ident.clone(),
@@ -500,6 +625,7 @@ impl TableWriter {
             }
         };
         self.pending.clear();
+        self.deletes.clear();
         let opened = self.names.opened();
         if opened.is_empty() {
             return;
@@ -561,8 +687,15 @@ impl TableWriter {
         outcome: CommitOutcome,
         result: &mut WriteResult,
     ) -> Result<()> {
-        let done: HashSet<&str> = pending.commit.files.iter().map(|f| f.file_path()).collect();
+        let done: HashSet<&str> = pending
+            .commit
+            .files
+            .iter()
+            .chain(&pending.commit.deletes)
+            .map(|f| f.file_path())
+            .collect();
         self.pending.retain(|f| !done.contains(f.file_path()));
+        self.deletes.retain(|f| !done.contains(f.file_path()));
         self.names.forget(&done);
         if pending.commit.kind == SnapshotKind::Overwrite {
             self.truncate_pending = false;

@@ -42,6 +42,15 @@ pub struct StagedFiles {
 impl StagedFiles {
     /// Describes a prepared commit of `table` for a committer elsewhere.
     pub(crate) fn of(table: &Table, pending: &PendingCommit) -> Result<StagedFiles> {
+        if !pending.commit.deletes.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{}: upsert mode commits through the sink itself; a committer of staged files takes data files only",
+                    pending.table
+                ),
+            ));
+        }
         let metadata = table.metadata();
         let spec_id = pending.commit.partition_spec_id;
         let partition_type = metadata

@@ -878,3 +878,71 @@ fn parquet_files(dir: &Path) -> usize {
         .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
         .count()
 }
+
+#[test]
+fn a_job_applies_change_files_by_key_and_plan_says_it_upserts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("changes")).unwrap();
+    write(
+        dir.path(),
+        "changes/1.ndjson",
+        concat!(
+            "{\"id\": 1, \"op\": \"c\", \"name\": \"ada\"}\n",
+            "{\"id\": 2, \"op\": \"c\", \"name\": \"alan\"}\n",
+            "{\"id\": 1, \"op\": \"u\", \"name\": \"ada lovelace\"}\n",
+            "{\"id\": 3, \"op\": \"c\", \"name\": \"grace\"}\n",
+        ),
+    );
+    let job = write(
+        dir.path(),
+        "cdc.yaml",
+        &format!(
+            "source:\n  path: changes/*.ndjson\n{SINK}    changes: {{ key: [id], operation: {{ column: op }} }}\n"
+        ),
+    );
+    outflow()
+        .arg("plan")
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(contains("upsert by key [id]").and(contains("create")));
+    outflow().arg("run").arg(&job).arg("--quiet").assert().success();
+
+    // The next file updates, deletes and re-inserts keys of the first run.
+    write(
+        dir.path(),
+        "changes/2.ndjson",
+        concat!(
+            "{\"id\": 2, \"op\": \"d\", \"name\": null}\n",
+            "{\"id\": 3, \"op\": \"u\", \"name\": \"grace hopper\"}\n",
+            "{\"id\": 4, \"op\": \"c\", \"name\": \"linus\"}\n",
+            "{\"id\": 4, \"op\": \"d\", \"name\": null}\n",
+            "{\"id\": 2, \"op\": \"c\", \"name\": \"alan turing\"}\n",
+        ),
+    );
+    outflow().arg("run").arg(&job).arg("--quiet").assert().success();
+    let catalog = TestCatalog::Sql {
+        name: "outflow".into(),
+        db: dir.path().join("lake/catalog.db"),
+        warehouse: dir.path().join("lake/wh"),
+    };
+    let read = catalog.read(outflow_testkit::iceberg::Reader::Java, "db.people");
+    let mut rows: Vec<(i64, String)> = outflow_testkit::iceberg::rows(&read)
+        .iter()
+        .map(|r| (r["id"].as_i64().unwrap(), r["name"].as_str().unwrap().to_string()))
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            (1, "ada lovelace".to_string()),
+            (2, "alan turing".to_string()),
+            (3, "grace hopper".to_string())
+        ]
+    );
+    let names: Vec<&str> = outflow_testkit::iceberg::fields(&read)
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["id", "name"], "the operation column is not written");
+}

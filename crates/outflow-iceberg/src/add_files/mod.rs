@@ -764,6 +764,7 @@ impl Run<'_> {
             files_per_manifest: add.options.files_per_manifest,
             partition_spec_id: table.metadata().default_partition_spec_id(),
             files: data_files,
+            deletes: Vec::new(),
             summary: Default::default(),
             checkpoint: None,
         };
@@ -910,7 +911,8 @@ impl Run<'_> {
             .as_ref()
             .expect("a plan with compatible inputs has a schema");
         let (table, created) =
-            create_with_name_mapping(&add.catalog, &self.ident, schema, &add.options.table_options).await?;
+            create_with_name_mapping(&add.catalog, &self.ident, schema, &[], &add.options.table_options)
+                .await?;
         self.result.table_created |= created;
         // Re-planned against the table as created (iceberg-rust renumbers ids; or another
         // writer created it first).

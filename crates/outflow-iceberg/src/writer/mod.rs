@@ -10,9 +10,12 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatch;
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::PartitionKey;
-use iceberg::spec::{DataFile, DataFileFormat, TableMetadata};
+use iceberg::spec::{DataFile, DataFileFormat, SchemaRef, TableMetadata};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::base_writer::equality_delete_writer::{
+    EqualityDeleteFileWriterBuilder, EqualityDeleteWriterConfig,
+};
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, DefaultLocationGenerator, LocationGenerator,
 };
@@ -254,20 +257,65 @@ pub(crate) fn data_files(
     level: i32,
     names: &FileNames,
 ) -> Result<DataWriterBuilder> {
-    let metadata = table.metadata();
+    let rolling = rolling_files(
+        table,
+        table.metadata().current_schema().clone(),
+        target_bytes,
+        level,
+        names,
+    )?;
+    Ok(DataFileWriterBuilder::new(rolling))
+}
+
+/// Writes equality delete files of `table` holding `keys`, batches of the columns of
+/// `key_schema` (the table's key fields, with their ids), and returns them closed. The
+/// files are named and tracked like the table's data files, so an abort removes them too.
+pub(crate) async fn equality_delete_files(
+    table: &Table,
+    key_schema: SchemaRef,
+    keys: Vec<RecordBatch>,
+    options: &IcebergSinkOptions,
+    names: &FileNames,
+) -> Result<Vec<DataFile>> {
+    let ids = key_schema.as_struct().fields().iter().map(|f| f.id).collect();
+    let rolling = rolling_files(
+        table,
+        key_schema.clone(),
+        options.target_file_size_bytes(),
+        options.compression_level(),
+        names,
+    )?;
+    let config = EqualityDeleteWriterConfig::new(ids, key_schema).doing("opening equality delete files")?;
+    let mut writer = EqualityDeleteFileWriterBuilder::new(rolling, config)
+        .build(None)
+        .await
+        .doing("opening an equality delete file")?;
+    for batch in keys {
+        writer.write(batch).await.doing("writing equality deletes")?;
+    }
+    writer.close().await.doing("closing equality delete files")
+}
+
+/// Parquet files of `table` in `schema`, rolled over at `target_bytes`, zstd at `level`.
+fn rolling_files(
+    table: &Table,
+    schema: SchemaRef,
+    target_bytes: u64,
+    level: i32,
+    names: &FileNames,
+) -> Result<ParquetRolling> {
     let level =
         ZstdLevel::try_new(level).map_err(|e| Error::invalid_config("compression_level", e.to_string()))?;
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .build();
-    let rolling: ParquetRolling = RollingFileWriterBuilder::new(
-        ParquetFiles::new(properties, metadata.current_schema().clone()).doing("opening data files")?,
+    Ok(RollingFileWriterBuilder::new(
+        ParquetFiles::new(properties, schema).doing("opening data files")?,
         target_bytes as usize,
         table.file_io().clone(),
-        TrackedLocations::new(metadata, names.opened.clone())?,
+        TrackedLocations::new(table.metadata(), names.opened.clone())?,
         names.names.clone(),
-    );
-    Ok(DataFileWriterBuilder::new(rolling))
+    ))
 }
 
 /// Opens data files for `table`: one rolling writer, or one per partition value.

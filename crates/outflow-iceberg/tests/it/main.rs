@@ -11,4 +11,5 @@ mod object_store;
 mod rest_auth;
 mod rest_deadlines;
 mod sink;
+mod upsert;
 mod vended_credentials;
