@@ -277,6 +277,31 @@ pub enum TransformSpec {
     /// Converts top-level columns to other (primitive) types, `column: type`. A value that
     /// does not convert fails the run, naming the column and the row.
     Cast(BTreeMap<String, PrimitiveType>),
+    /// Unwraps Debezium change events (`before`, `after`, `op`, under `payload` or not)
+    /// into rows of the changed table with their operation in a column, for a sink's
+    /// `changes` option.
+    Debezium(DebeziumSpec),
+}
+
+/// `debezium`: where the operation goes.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DebeziumSpec {
+    /// The column the event's `op` goes to (default `op`).
+    #[serde(default = "default_operation_column")]
+    pub operation_column: String,
+}
+
+impl Default for DebeziumSpec {
+    fn default() -> Self {
+        DebeziumSpec {
+            operation_column: default_operation_column(),
+        }
+    }
+}
+
+fn default_operation_column() -> String {
+    "op".to_string()
 }
 
 impl TransformSpec {
@@ -288,6 +313,7 @@ impl TransformSpec {
             TransformSpec::Rename(_) => "rename",
             TransformSpec::Filter(_) => "filter",
             TransformSpec::Cast(_) => "cast",
+            TransformSpec::Debezium(_) => "debezium",
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The job's transforms: select, flatten, rename, filter and cast.
+//! The job's transforms: select, flatten, rename, filter, cast and debezium.
 //!
 //! [`Transforms::new`] maps the source schema through every step before any data is read,
 //! so a job that names a missing column fails at once, and `outflow plan` knows the schema
@@ -18,6 +18,7 @@ use arrow::compute::kernels::cmp;
 use arrow::compute::{CastOptions, can_cast_types, cast_with_options, filter_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use outflow_core::changes::debezium::{envelope_schema, unwrap_envelope};
 use outflow_core::schema::{PrimitiveType, field_to_arrow};
 use outflow_core::select::{flatten_batch, flatten_schema, select_batch, select_schema};
 use outflow_core::{Error, ErrorKind, FieldAccessDescriptor, FlattenPolicy, Result};
@@ -48,6 +49,8 @@ enum Op {
     Rename,
     Filter(Filter),
     Cast(Cast),
+    /// Unwraps Debezium envelopes, the operation into this column.
+    Debezium(String),
 }
 
 #[derive(Debug)]
@@ -156,6 +159,10 @@ fn plan_step(spec: &TransformSpec, schema: &SchemaRef) -> Result<(Op, SchemaRef)
             let (cast, output) = plan_cast(schema, casts)?;
             Ok((Op::Cast(cast), output))
         }
+        TransformSpec::Debezium(spec) => Ok((
+            Op::Debezium(spec.operation_column.clone()),
+            envelope_schema(schema, &spec.operation_column)?,
+        )),
     }
 }
 
@@ -173,6 +180,7 @@ fn apply_step(step: &mut Step, batch: RecordBatch, origins: &mut RowOrigins) -> 
             Ok(filter_record_batch(&batch, &keep)?)
         }
         Op::Cast(cast) => cast.apply(&batch, &step.output),
+        Op::Debezium(operation_column) => unwrap_envelope(&batch, operation_column),
     }
 }
 

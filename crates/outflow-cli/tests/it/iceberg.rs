@@ -879,6 +879,23 @@ fn parquet_files(dir: &Path) -> usize {
         .count()
 }
 
+/// `db.people` of the job's catalog under `dir` as Java Iceberg reads it (applying deletes):
+/// `(id, name)` sorted, and the whole read.
+fn people_by_java(dir: &Path) -> (Vec<(i64, String)>, Value) {
+    let catalog = TestCatalog::Sql {
+        name: "outflow".into(),
+        db: dir.join("lake/catalog.db"),
+        warehouse: dir.join("lake/wh"),
+    };
+    let read = catalog.read(outflow_testkit::iceberg::Reader::Java, "db.people");
+    let mut rows: Vec<(i64, String)> = outflow_testkit::iceberg::rows(&read)
+        .iter()
+        .map(|r| (r["id"].as_i64().unwrap(), r["name"].as_str().unwrap().to_string()))
+        .collect();
+    rows.sort();
+    (rows, read)
+}
+
 #[test]
 fn a_job_applies_change_files_by_key_and_plan_says_it_upserts() {
     let dir = tempfile::tempdir().unwrap();
@@ -921,17 +938,7 @@ fn a_job_applies_change_files_by_key_and_plan_says_it_upserts() {
         ),
     );
     outflow().arg("run").arg(&job).arg("--quiet").assert().success();
-    let catalog = TestCatalog::Sql {
-        name: "outflow".into(),
-        db: dir.path().join("lake/catalog.db"),
-        warehouse: dir.path().join("lake/wh"),
-    };
-    let read = catalog.read(outflow_testkit::iceberg::Reader::Java, "db.people");
-    let mut rows: Vec<(i64, String)> = outflow_testkit::iceberg::rows(&read)
-        .iter()
-        .map(|r| (r["id"].as_i64().unwrap(), r["name"].as_str().unwrap().to_string()))
-        .collect();
-    rows.sort();
+    let (rows, read) = people_by_java(dir.path());
     assert_eq!(
         rows,
         [
@@ -945,4 +952,60 @@ fn a_job_applies_change_files_by_key_and_plan_says_it_upserts() {
         .map(|f| f["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["id", "name"], "the operation column is not written");
+}
+
+#[test]
+fn debezium_events_in_ndjson_files_are_unwrapped_and_applied_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first file's event sits under the JSON converter's `payload`, the others are
+    // bare, as Debezium writes either. The second file creates, updates and deletes keys.
+    write(
+        dir.path(),
+        "events.ndjson",
+        "{\"schema\": null, \"payload\": {\"before\": null, \"after\": {\"id\": 1, \"name\": \"ada\"}, \"op\": \"r\", \"source\": {\"db\": \"crm\"}, \"ts_ms\": 1}}\n",
+    );
+    write(
+        dir.path(),
+        "more.ndjson",
+        concat!(
+            "{\"before\": null, \"after\": {\"id\": 2, \"name\": \"alan\"}, \"op\": \"c\", \"source\": {\"db\": \"crm\"}, \"ts_ms\": 2}\n",
+            "{\"before\": {\"id\": 2, \"name\": \"alan\"}, \"after\": {\"id\": 2, \"name\": \"alan turing\"}, \"op\": \"u\", \"source\": {\"db\": \"crm\"}, \"ts_ms\": 3}\n",
+            "{\"before\": {\"id\": 3, \"name\": \"grace\"}, \"after\": null, \"op\": \"d\", \"source\": {\"db\": \"crm\"}, \"ts_ms\": 4}\n",
+            "{\"before\": null, \"after\": {\"id\": 4, \"name\": \"linus\"}, \"op\": \"c\", \"source\": {\"db\": \"crm\"}, \"ts_ms\": 5}\n",
+        ),
+    );
+    let changes = "    changes: { key: [id], operation: { column: op } }\ntransforms:\n  - debezium: {}\n";
+    let first = write(
+        dir.path(),
+        "first.yaml",
+        &format!("source:\n  path: events.ndjson\n{SINK}{changes}"),
+    );
+    outflow().arg("run").arg(&first).arg("--quiet").assert().success();
+    let second = write(
+        dir.path(),
+        "second.yaml",
+        &format!("source:\n  path: more.ndjson\n{SINK}{changes}"),
+    );
+    outflow()
+        .arg("run")
+        .arg(&second)
+        .arg("--quiet")
+        .assert()
+        .success();
+    // A delete of the first run's key, in a later file.
+    write(
+        dir.path(),
+        "more.ndjson",
+        "{\"before\": {\"id\": 1, \"name\": \"ada\"}, \"after\": null, \"op\": \"d\", \"source\": {\"db\": \"crm\"}, \"ts_ms\": 6}\n",
+    );
+    outflow()
+        .arg("run")
+        .arg(&second)
+        .arg("--quiet")
+        .arg("--reload")
+        .assert()
+        .success();
+
+    let (rows, _) = people_by_java(dir.path());
+    assert_eq!(rows, [(2, "alan turing".to_string()), (4, "linus".to_string())]);
 }

@@ -13,6 +13,10 @@
 //! Flink's non-upsert writes. A row the batch cannot apply (an operation value the column's
 //! mapping does not name, a null in a key column) is a failed record naming the column; the
 //! others are applied.
+//!
+//! [`debezium`] unwraps Debezium's change event envelope into such rows.
+
+pub mod debezium;
 
 use std::collections::HashMap;
 
