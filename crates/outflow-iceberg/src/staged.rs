@@ -37,20 +37,14 @@ pub struct StagedFiles {
     pub partition_spec_id: i32,
     /// The data files, each as Iceberg's JSON form of a `DataFile`.
     pub data_files: Vec<String>,
+    /// Equality delete files of upsert mode, in the same form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delete_files: Vec<String>,
 }
 
 impl StagedFiles {
     /// Describes a prepared commit of `table` for a committer elsewhere.
     pub(crate) fn of(table: &Table, pending: &PendingCommit) -> Result<StagedFiles> {
-        if !pending.commit.deletes.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "{}: upsert mode commits through the sink itself; a committer of staged files takes data files only",
-                    pending.table
-                ),
-            ));
-        }
         let metadata = table.metadata();
         let spec_id = pending.commit.partition_spec_id;
         let partition_type = metadata
@@ -58,20 +52,21 @@ impl StagedFiles {
             .ok_or_else(|| Error::internal(format!("{} has no partition spec {spec_id}", pending.table)))?
             .partition_type(metadata.current_schema())
             .doing("typing the partition")?;
-        let data_files = pending
-            .commit
-            .files
-            .iter()
-            .map(|file| {
-                serialize_data_file_to_json(file.clone(), &partition_type, metadata.format_version())
-                    .doing(format_args!("describing data file {}", file.file_path()))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let describe = |files: &[DataFile]| {
+            files
+                .iter()
+                .map(|file| {
+                    serialize_data_file_to_json(file.clone(), &partition_type, metadata.format_version())
+                        .doing(format_args!("describing data file {}", file.file_path()))
+                })
+                .collect::<Result<Vec<_>>>()
+        };
         Ok(StagedFiles {
             table: pending.table.clone(),
             overwrite: pending.commit.kind == SnapshotKind::Overwrite,
             partition_spec_id: spec_id,
-            data_files,
+            data_files: describe(&pending.commit.files)?,
+            delete_files: describe(&pending.commit.deletes)?,
         })
     }
 }
@@ -144,7 +139,20 @@ pub async fn commit_staged(
             )
             .with_context("table", name.to_string()));
         }
-        let files = read_files(&table, spec_id, &parts)?;
+        let files = read_files(&table, spec_id, &parts, |p| &p.data_files)?;
+        let deletes = read_files(&table, spec_id, &parts, |p| &p.delete_files)?;
+        // Each writer reduced its own changes: two writers' rows of one key in one commit
+        // would both stay, since equality deletes spare the rows committed beside them.
+        if !deletes.is_empty() && parts.len() > 1 {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{} writers staged changes for {name}; upsert mode commits one writer's changes per commit",
+                    parts.len()
+                ),
+            )
+            .with_context("table", name.to_string()));
+        }
         let kind = if parts.iter().any(|p| p.overwrite) {
             SnapshotKind::Overwrite
         } else {
@@ -154,11 +162,11 @@ pub async fn commit_staged(
             Recording::Checkpoint(_, checkpoint) => Some(checkpoint),
             _ => None,
         };
-        if files.is_empty() && kind == SnapshotKind::Append && checkpoint.is_none() {
+        if files.is_empty() && deletes.is_empty() && kind == SnapshotKind::Append && checkpoint.is_none() {
             continue;
         }
         let count = files.len();
-        let mut commit = DataCommit::of_files(name, kind, files, spec_id);
+        let mut commit = DataCommit::of_files(name, kind, files, spec_id).with_deletes(name, deletes);
         if let Some(checkpoint) = checkpoint {
             commit = commit.with_checkpoint(name, checkpoint.clone());
         }
@@ -241,7 +249,13 @@ impl IcebergCommitter {
     }
 }
 
-fn read_files(table: &Table, spec_id: i32, parts: &[&StagedFiles]) -> Result<Vec<DataFile>> {
+/// The files `list` gives of each part, read back.
+fn read_files(
+    table: &Table,
+    spec_id: i32,
+    parts: &[&StagedFiles],
+    list: impl Fn(&StagedFiles) -> &Vec<String>,
+) -> Result<Vec<DataFile>> {
     let metadata = table.metadata();
     let schema = metadata.current_schema();
     let partition_type = metadata
@@ -251,7 +265,7 @@ fn read_files(table: &Table, spec_id: i32, parts: &[&StagedFiles]) -> Result<Vec
         .doing("typing the partition")?;
     let mut files = Vec::new();
     for part in parts {
-        for json in &part.data_files {
+        for json in list(part) {
             files.push(
                 deserialize_data_file_from_json(json, spec_id, &partition_type, schema)
                     .doing(format_args!("reading a staged data file of {}", part.table))?,

@@ -1108,3 +1108,82 @@ fn a_job_into_bigquery_killed_and_restarted_writes_every_record_once() {
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(stderr.contains("write_method"), "{stderr}");
 }
+
+/// Produces `count` Debezium change events over `keys` keys to `topic` (creates of absent
+/// keys, updates and deletes of present ones), each key's events in partition `id % 4` so
+/// that they keep their order; returns `id -> value` as the events leave it.
+fn produce_changes(broker: &Broker, topic: &str, keys: i64, count: i64) -> BTreeMap<i64, i64> {
+    let producer = broker.producer();
+    let mut state: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut seed: u64 = 0xcdc;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    let image = |id: i64, value: i64| format!(r#"{{"id": {id}, "value": {value}, "label": "v{value}"}}"#);
+    for value in 0..count {
+        let id = (next() % keys as u64) as i64;
+        let before = state.get(&id).map(|old| image(id, *old));
+        let (op, after) = match (&before, next() % 4) {
+            (None, _) => ("c", Some(image(id, value))),
+            (Some(_), 0) => ("d", None),
+            (Some(_), _) => ("u", Some(image(id, value))),
+        };
+        match &after {
+            Some(_) => state.insert(id, value),
+            None => state.remove(&id),
+        };
+        let event = format!(
+            r#"{{"before": {}, "after": {}, "op": "{op}", "source": {{"db": "crm", "table": "accounts"}}, "ts_ms": {value}}}"#,
+            before.as_deref().unwrap_or("null"),
+            after.as_deref().unwrap_or("null"),
+        );
+        producer.send(topic, (id % PARTITIONS as i64) as i32, &format!("{id}"), &event);
+    }
+    producer.flush();
+    state
+}
+
+#[test]
+fn debezium_changes_through_a_job_killed_and_restarted_leave_the_exact_state() {
+    let broker = Broker::from_env();
+    let topic = unique_name("accounts");
+    broker.create_topic(&topic, PARTITIONS);
+    let expected = produce_changes(&broker, &topic, 10_000, 100_000);
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = TestCatalog::sql_in(dir.path());
+    let table = "cdc.accounts";
+    let image = "struct<id: long, value: long, label: string>";
+    let shape = JobShape {
+        source: &format!(
+            "  json:\n    schema:\n      - {{ name: before, type: \"{image}\" }}\n      - {{ name: after, type: \"{image}\" }}\n      - {{ name: op, type: string }}\n"
+        ),
+        ..JobShape::default()
+    };
+    let job = write_job(dir.path(), &broker, &topic, table, shape);
+    let mut text = std::fs::read_to_string(&job).unwrap();
+    text.push_str("    changes: { key: [id], operation: { column: op } }\ntransforms:\n  - debezium: {}\n");
+    std::fs::write(&job, text).unwrap();
+
+    let killed = killed_at_random(&job, 5, 300..1500);
+    assert!(killed >= 1, "the job caught up before the first kill");
+    run_to_end(&job);
+
+    let read = catalog.read(Reader::Java, table);
+    let mut state = BTreeMap::new();
+    for row in outflow_testkit::iceberg::rows(&read) {
+        let (id, value) = (row["id"].as_i64().unwrap(), row["value"].as_i64().unwrap());
+        assert_eq!(row["label"], format!("v{value}"), "{row}");
+        assert!(state.insert(id, value).is_none(), "key {id} read twice");
+    }
+    assert_eq!(state.len(), expected.len());
+    assert_eq!(state, expected);
+    let names: Vec<&str> = outflow_testkit::iceberg::fields(&read)
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["id", "value", "label"]);
+}
