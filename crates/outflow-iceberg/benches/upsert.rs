@@ -1,8 +1,9 @@
-//! The cost of upsert mode: the same generated rows written once as change data (upserts
-//! and deletes by key, one commit of data and equality delete files) and once appended (the
-//! same rows without the operation column), committing every FLUSH_BATCHES batches of 65,536
-//! rows, into SQLite-catalog tables on local disk. Prints rows/s of each and their ratio as
-//! JSON. `compact` compacts a table, applying its deletes.
+//! The cost of upsert mode: the same generated rows (the tests' change stream of creates,
+//! updates and deletes) written once as change data (applied by key: data and equality
+//! delete files in each commit) and once appended (the same rows without the operation
+//! column), committing every FLUSH_BATCHES batches of 65,536 rows, into SQLite-catalog
+//! tables on local disk. Prints rows/s of each and their ratio as JSON. `compact` compacts
+//! a table, applying its deletes.
 //!
 //! ```text
 //! cargo bench -p outflow-iceberg --bench upsert -- write CHANGES KEYS FLUSH_BATCHES OUT_DIR
@@ -24,8 +25,8 @@ use outflow_iceberg::{CatalogConfig, IcebergCatalog, IcebergSink, IcebergSinkOpt
 
 const BATCH_ROWS: usize = 65_536;
 
-/// `changes` changes over `keys` keys, in batches: key, operation (`u` three times in four,
-/// else `d`), a value and a label.
+/// The shared generated change stream (`changes` changes over `keys` keys), in batches:
+/// key, operation (`c`, `u`, `d`), a value and a label.
 fn change_batches(changes: usize, keys: u64) -> Vec<RecordBatch> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
@@ -33,30 +34,19 @@ fn change_batches(changes: usize, keys: u64) -> Vec<RecordBatch> {
         Field::new("value", DataType::Int64, false),
         Field::new("label", DataType::Utf8, false),
     ]));
-    let mut seed: u64 = 0x5eed;
-    let mut next = move || {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        seed >> 33
-    };
-    (0..changes)
-        .step_by(BATCH_ROWS)
-        .map(|start| {
-            let rows = BATCH_ROWS.min(changes - start);
-            let ids: Vec<i64> = (0..rows).map(|_| (next() % keys) as i64).collect();
-            let ops: Vec<&str> = (0..rows)
-                .map(|_| if next() % 4 == 0 { "d" } else { "u" })
-                .collect();
-            let values: Vec<i64> = (start..start + rows).map(|v| v as i64).collect();
-            let labels: Vec<String> = values.iter().map(|v| format!("label-{v}")).collect();
+    let (stream, _) = outflow_testkit::changes::change_stream(0x5eed, keys, changes as u64);
+    stream
+        .chunks(BATCH_ROWS)
+        .map(|part| {
             RecordBatch::try_new(
                 schema.clone(),
                 vec![
-                    Arc::new(Int64Array::from(ids)),
-                    Arc::new(StringArray::from(ops)),
-                    Arc::new(Int64Array::from(values)),
-                    Arc::new(StringArray::from(labels)),
+                    Arc::new(Int64Array::from_iter_values(part.iter().map(|c| c.key as i64))),
+                    Arc::new(StringArray::from_iter_values(part.iter().map(|c| c.op))),
+                    Arc::new(Int64Array::from_iter_values(part.iter().map(|c| c.value as i64))),
+                    Arc::new(StringArray::from_iter_values(
+                        part.iter().map(|c| format!("label-{}", c.value)),
+                    )),
                 ],
             )
             .expect("a change batch")

@@ -11,6 +11,7 @@ use std::process::Command;
 
 pub mod bigquery;
 pub mod bigtable;
+pub mod changes;
 pub mod faults;
 pub mod iceberg;
 #[cfg(feature = "kafka")]

@@ -1109,41 +1109,32 @@ fn a_job_into_bigquery_killed_and_restarted_writes_every_record_once() {
     assert!(stderr.contains("write_method"), "{stderr}");
 }
 
-/// Produces `count` Debezium change events over `keys` keys to `topic` (creates of absent
-/// keys, updates and deletes of present ones), each key's events in partition `id % 4` so
-/// that they keep their order; returns `id -> value` as the events leave it.
-fn produce_changes(broker: &Broker, topic: &str, keys: i64, count: i64) -> BTreeMap<i64, i64> {
+/// Produces the shared generated change stream (`count` changes over `keys` keys) to
+/// `topic` as Debezium events, each key's events in partition `id % 4` so that they keep
+/// their order; returns `id -> value` as the events leave it.
+fn produce_changes(broker: &Broker, topic: &str, keys: u64, count: u64) -> BTreeMap<i64, i64> {
     let producer = broker.producer();
-    let mut state: BTreeMap<i64, i64> = BTreeMap::new();
-    let mut seed: u64 = 0xcdc;
-    let mut next = move || {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        seed >> 33
-    };
-    let image = |id: i64, value: i64| format!(r#"{{"id": {id}, "value": {value}, "label": "v{value}"}}"#);
-    for value in 0..count {
-        let id = (next() % keys as u64) as i64;
-        let before = state.get(&id).map(|old| image(id, *old));
-        let (op, after) = match (&before, next() % 4) {
-            (None, _) => ("c", Some(image(id, value))),
-            (Some(_), 0) => ("d", None),
-            (Some(_), _) => ("u", Some(image(id, value))),
-        };
-        match &after {
-            Some(_) => state.insert(id, value),
-            None => state.remove(&id),
-        };
+    let (changes, state) = outflow_testkit::changes::change_stream(0xcdc, keys, count);
+    let image = |id: u64, value: u64| format!(r#"{{"id": {id}, "value": {value}, "label": "v{value}"}}"#);
+    for c in &changes {
+        let before = c.before.map(|old| image(c.key, old));
+        let after = (c.op != "d").then(|| image(c.key, c.value));
         let event = format!(
-            r#"{{"before": {}, "after": {}, "op": "{op}", "source": {{"db": "crm", "table": "accounts"}}, "ts_ms": {value}}}"#,
+            r#"{{"before": {}, "after": {}, "op": "{}", "source": {{"db": "crm", "table": "accounts"}}, "ts_ms": {}}}"#,
             before.as_deref().unwrap_or("null"),
             after.as_deref().unwrap_or("null"),
+            c.op,
+            c.value,
         );
-        producer.send(topic, (id % PARTITIONS as i64) as i32, &format!("{id}"), &event);
+        producer.send(
+            topic,
+            (c.key % PARTITIONS as u64) as i32,
+            &c.key.to_string(),
+            &event,
+        );
     }
     producer.flush();
-    state
+    state.into_iter().map(|(k, v)| (k as i64, v as i64)).collect()
 }
 
 #[test]

@@ -42,34 +42,18 @@ fn by_id() -> ChangeConfig {
     ChangeConfig::new(["id"], OperationColumn::new("op"))
 }
 
-/// A reproducible change stream over `keys` keys: inserts of absent keys, upserts and
-/// deletes of present ones (Debezium's `c`, `u`, `d`), with the state it leaves.
-fn change_stream(keys: i64, changes: usize) -> (Vec<Change>, BTreeMap<i64, i64>) {
-    let mut state = BTreeMap::new();
-    let mut seed: u64 = 0x5eed;
-    let mut next = move || {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        seed >> 33
-    };
-    let mut out = Vec::with_capacity(changes);
-    for i in 0..changes {
-        let id = (next() % keys as u64) as i64;
-        let value = i as i64;
-        let op = match (state.contains_key(&id), next() % 4) {
-            (false, _) => "c",
-            (true, 0) => "d",
-            (true, _) => "u",
-        };
-        if op == "d" {
-            state.remove(&id);
-        } else {
-            state.insert(id, value);
-        }
-        out.push((Some(id), Some(op), value));
-    }
-    (out, state)
+/// The shared generated change stream as rows of `id`, `op`, `value`, with the state it
+/// leaves.
+fn change_stream(keys: u64, count: u64) -> (Vec<Change>, BTreeMap<i64, i64>) {
+    let (changes, state) = outflow_testkit::changes::change_stream(0x5eed, keys, count);
+    let rows = changes
+        .iter()
+        .map(|c| (Some(c.key as i64), Some(c.op), c.value as i64))
+        .collect();
+    (
+        rows,
+        state.into_iter().map(|(k, v)| (k as i64, v as i64)).collect(),
+    )
 }
 
 /// `id -> value` of what a reader read, failing on a key read twice.
