@@ -440,9 +440,12 @@ impl BigtablePreparer {
 #[async_trait]
 impl PrepareDestination for BigtablePreparer {
     async fn plan(&self, destination: &str, schema: &SchemaRef) -> Result<DestinationPlan> {
-        let plan = self.plan_table(destination).await?;
+        let mut plan = self.plan_table(destination).await?;
         if plan.action == PlannedAction::Fail {
             return Ok(plan);
+        }
+        if let Some(detail) = self.shared.settings().changes_detail() {
+            plan = plan.with_detail(detail);
         }
         Ok(match self.mapping_error(destination, schema).await? {
             None => plan,
@@ -460,7 +463,8 @@ impl PrepareDestination for BigtablePreparer {
             return Err(e);
         }
         let (plan, prepared) = self.shared.prepare_once(destination).await?;
-        let encoder = prepared.encoder(schema, &self.shared.settings().mapping, destination)?;
+        let schema = self.shared.settings().encoded_schema(schema);
+        let encoder = prepared.encoder(&schema, &self.shared.settings().mapping, destination)?;
         self.shared.settings().check_replays(&encoder, destination)?;
         Ok(plan)
     }
@@ -508,7 +512,8 @@ impl BigtablePreparer {
                 families.insert(f.name, f.value_type.ok_or(f.value_type_text));
             }
         }
-        Ok(RowEncoder::new(schema, &settings.mapping, &families, destination).err())
+        let schema = settings.encoded_schema(schema);
+        Ok(RowEncoder::new(&schema, &settings.mapping, &families, destination).err())
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use outflow_core::{CreateDisposition, Destination, Result, RetryPolicy};
 
 use crate::batch::Batching;
-use crate::options::{BigtableSinkOptions, ColumnFamily, GcRule, TableCreateOptions, ValueType};
+use crate::options::{BigtableSinkOptions, Changes, ColumnFamily, GcRule, TableCreateOptions, ValueType};
 use crate::schema::{CellTimestamp, ColumnMapping, RowKey};
 
 /// Builds [`TableCreateOptions`]; adding never fails, [`TableCreateOptionsBuilder::build`]
@@ -127,6 +127,13 @@ impl BigtableSinkOptionsBuilder {
     /// from a field). A boolean field deletes the row when true.
     pub fn delete_marker(mut self, field: impl Into<String>) -> Self {
         self.options.delete_marker = Some(field.into());
+        self
+    }
+
+    /// Change data: each row's operation in a column, applied by the row key; a delete
+    /// removes what `changes.delete` says. Replaces `delete_marker`.
+    pub fn changes(mut self, changes: Changes) -> Self {
+        self.options.changes = Some(changes);
         self
     }
 

@@ -40,7 +40,9 @@ pub use admin::{BigtablePreparer, ExistingFamily, TableDescription};
 pub use batch::Batching;
 pub use builder::{BigtableSinkOptionsBuilder, TableCreateOptionsBuilder};
 pub use client::{BigtableClient, BigtableConnection, EMULATOR_HOST_VAR};
-pub use options::{BigtableSinkOptions, ColumnFamily, GcRule, TableCreateOptions, ValueType};
+pub use options::{
+    BigtableSinkOptions, ChangeDelete, Changes, ColumnFamily, GcRule, TableCreateOptions, ValueType,
+};
 pub use read::{Cell, Row};
 pub use schema::{CellTimestamp, Column, ColumnMapping, RowKey};
 pub use sink::{BigtableCommitter, BigtableSink, NothingToCommit};

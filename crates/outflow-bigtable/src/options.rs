@@ -29,6 +29,7 @@ use std::time::Duration;
 use arrow_schema::Schema;
 use gcloud_sdk::google::bigtable::admin::v2 as admin;
 use gcloud_sdk::prost_types;
+use outflow_core::changes::OperationColumn;
 use outflow_core::{CreateDisposition, Destination, Error, Result, RetryPolicy};
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -607,6 +608,49 @@ fn is_default_request_timeout(d: &Duration) -> bool {
     *d == default_request_timeout()
 }
 
+/// Bigtable's change data: each row's operation, applied by its row key (the row key's
+/// fields are the change key).
+///
+/// ```yaml
+/// changes: { operation: { column: op }, delete: row }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Changes {
+    /// The column holding each row's operation, and its values (Debezium's by default).
+    pub operation: OperationColumn,
+    /// What a delete removes.
+    #[serde(default)]
+    pub delete: ChangeDelete,
+}
+
+/// What a change that deletes removes from its row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeDelete {
+    /// The whole row.
+    #[default]
+    Row,
+    /// Each family in which the deleting row has a non-null value.
+    Families,
+    /// Each column in which the deleting row has a non-null value.
+    Cells,
+}
+
+impl ChangeDelete {
+    /// The delete marker's word for it.
+    pub(crate) fn marker(self) -> &'static str {
+        match self {
+            ChangeDelete::Row => "row",
+            ChangeDelete::Families => "families",
+            ChangeDelete::Cells => "cells",
+        }
+    }
+}
+
+/// The column the sink adds to change rows to say which delete (its delete marker).
+pub(crate) const CHANGE_MARKER: &str = "__outflow_change_delete";
+
 /// Everything the Bigtable sink needs, serializable: what a job file's `bigtable:` section
 /// holds. Build it with [`BigtableSinkOptions::builder`]; deserialized options are checked
 /// by [`BigtableSinkOptions::validate`] (and when a sink is connected).
@@ -669,6 +713,10 @@ pub struct BigtableSinkOptions {
     /// A field saying whether a row writes or deletes (see the builder's `delete_marker`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) delete_marker: Option<String>,
+    /// Change data: rows carry an operation, and are applied by their row key (see
+    /// [`Changes`]). Replaces `delete_marker`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) changes: Option<Changes>,
     /// Request sizes and flow control.
     #[serde(default)]
     pub(crate) batching: Batching,
@@ -703,6 +751,7 @@ impl Default for BigtableSinkOptions {
             columns: None,
             timestamp: CellTimestamp::default(),
             delete_marker: None,
+            changes: None,
             batching: Batching::default(),
             retry: RetryPolicy::default(),
             request_timeout: default_request_timeout(),
@@ -756,7 +805,15 @@ impl BigtableSinkOptions {
     pub fn check_input(&self, schema: &Schema) -> Result<()> {
         let settings = self.settings()?;
         settings.destination.validate(schema)?;
-        RowEncoder::for_fields(schema, &settings.mapping).map(|_| ())
+        if let Some(changes) = &self.changes
+            && schema.index_of(&changes.operation.column).is_err()
+        {
+            return Err(Error::invalid_config(
+                "changes.operation.column",
+                format!("{:?} is not a column of the input", changes.operation.column),
+            ));
+        }
+        RowEncoder::for_fields(&settings.encoded_schema(schema), &settings.mapping).map(|_| ())
     }
 
     /// Checks everything without I/O, naming the field at fault, and gives the settings a
@@ -815,6 +872,21 @@ impl BigtableSinkOptions {
         if self.delete_marker.as_ref().is_some_and(|f| f.trim().is_empty()) {
             return Err(Error::invalid_config("delete_marker", "must not be blank"));
         }
+        if let Some(changes) = &self.changes {
+            changes.operation.validate()?;
+            if self.delete_marker.is_some() {
+                return Err(Error::invalid_config(
+                    "delete_marker",
+                    "changes says which rows delete (its operation column); drop delete_marker",
+                ));
+            }
+            if row_key.field_names().contains(&changes.operation.column) {
+                return Err(Error::invalid_config(
+                    "changes.operation.column",
+                    format!("{:?} is a row key field", changes.operation.column),
+                ));
+            }
+        }
         self.batching.validate()?;
         self.retry.validate().map_err(|e| {
             let field = e.context_value("field").unwrap_or_default();
@@ -836,8 +908,12 @@ impl BigtableSinkOptions {
                 row_key,
                 columns,
                 timestamp: self.timestamp.clone(),
-                delete_marker: self.delete_marker.clone(),
+                delete_marker: match &self.changes {
+                    Some(_) => Some(CHANGE_MARKER.to_string()),
+                    None => self.delete_marker.clone(),
+                },
             },
+            changes: self.changes.clone(),
             batching: self.batching.clone(),
             retry: self.retry.clone(),
             request_timeout: self.request_timeout,

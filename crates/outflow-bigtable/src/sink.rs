@@ -38,6 +38,7 @@ use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use gcloud_sdk::google::bigtable::v2::mutate_rows_request::Entry;
 use gcloud_sdk::tonic::Code;
+use outflow_core::changes::reduce;
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
     Aborted, Checkpoint, Committer, CreateDisposition, Destination, DestinationPlan, Error, ErrorKind,
@@ -55,7 +56,7 @@ use crate::client::{
     status_error,
 };
 use crate::loads::{Load, LoadTime, now_millis_as_micros};
-use crate::options::{BigtableSinkOptions, TableCreateOptions};
+use crate::options::{BigtableSinkOptions, CHANGE_MARKER, ChangeDelete, Changes, TableCreateOptions};
 use crate::schema::{RowEncoder, RowMapping, RowResult};
 
 /// A sink's validated settings.
@@ -72,9 +73,43 @@ pub(crate) struct Settings {
     /// Whether every row must give the same cells when written again: a streaming job's
     /// checkpoints under exactly-once ([`BigtableSinkOptions::for_checkpoints`]).
     pub(crate) replays_only: bool,
+    /// Change data, applied by row key.
+    pub(crate) changes: Option<Changes>,
 }
 
 impl Settings {
+    /// The schema rows of `schema` are encoded in: in changes mode, without the operation
+    /// column and with the delete marker the sink adds ([`with_marker`]).
+    pub(crate) fn encoded_schema(&self, schema: &arrow_schema::Schema) -> SchemaRef {
+        let Some(changes) = &self.changes else {
+            return Arc::new(schema.clone());
+        };
+        let mut fields: Vec<Arc<arrow_schema::Field>> = schema
+            .fields()
+            .iter()
+            .filter(|f| *f.name() != changes.operation.column)
+            .cloned()
+            .collect();
+        fields.push(marker_field());
+        Arc::new(arrow_schema::Schema::new(fields))
+    }
+
+    /// What `outflow plan` says of change data: the key and what a delete removes.
+    pub(crate) fn changes_detail(&self) -> Option<String> {
+        self.changes.as_ref().map(|changes| {
+            format!(
+                "upsert by row key [{}], operations from column {:?}; a delete removes the {}",
+                self.mapping.row_key.field_names().join(", "),
+                changes.operation.column,
+                match changes.delete {
+                    ChangeDelete::Row => "row",
+                    ChangeDelete::Families => "families the row has values in",
+                    ChangeDelete::Cells => "cells the row has values in",
+                }
+            )
+        })
+    }
+
     /// Refuses `encoder` for `table` when rows must replay exactly and it writes to an
     /// aggregate family (AddToCell would count a record read again twice).
     pub(crate) fn check_replays(&self, encoder: &RowEncoder, table: &str) -> Result<()> {
@@ -322,7 +357,14 @@ impl Shared {
         Ok(())
     }
 
-    async fn write_batch(&self, state: &mut WriteState, batch: RecordBatch) -> Result<()> {
+    /// Writes `batch`'s rows. Their indexes among the rows given to the sink are `origin`'s
+    /// when given (rows a change batch came down to), else the next ones.
+    async fn write_batch(
+        &self,
+        state: &mut WriteState,
+        batch: RecordBatch,
+        origin: Option<&[u64]>,
+    ) -> Result<()> {
         if state.closed {
             return Err(Error::new(
                 ErrorKind::Internal,
@@ -334,7 +376,10 @@ impl Shared {
             return Ok(());
         }
         let base = state.next_index;
-        state.next_index += rows as u64;
+        if origin.is_none() {
+            state.next_index += rows as u64;
+        }
+        let index_of = |row: usize| origin.map_or(base + row as u64, |o| o[row]);
         // A recorded load has one write time, so that it can be written again cell for cell.
         let load = self.load();
         let now_micros = match &load {
@@ -344,7 +389,7 @@ impl Shared {
         let destination = &self.settings.destination;
         let routed = destination.assign(&batch)?;
         for unrouted in &routed.unrouted {
-            let index = base + unrouted.row as u64;
+            let index = index_of(unrouted.row as usize);
             state
                 .result
                 .failed
@@ -390,7 +435,7 @@ impl Shared {
                 .remove(&table)
                 .unwrap_or_else(|| Batcher::new(&self.settings.batching));
             for (row, result) in rows.into_iter().zip(results) {
-                let index = base + row as u64;
+                let index = index_of(row);
                 match result {
                     RowResult::Encoded(encoded) => {
                         let meta = EntryMeta {
@@ -446,7 +491,67 @@ impl Shared {
         }
     }
 
+    /// Applies a batch of change data: each key's last change wins (in source order).
+    /// First the keys' deletes are sent and waited for, then the rows that write, and those
+    /// are waited for too, so that no request of a later batch overtakes them: requests in
+    /// flight at once keep no order between them.
+    async fn write_changes(
+        &self,
+        state: &mut WriteState,
+        batch: RecordBatch,
+        changes: &Changes,
+    ) -> Result<()> {
+        let base = state.next_index;
+        state.next_index += batch.num_rows() as u64;
+        let reduced = reduce(
+            &batch,
+            &changes.operation,
+            self.settings.mapping.row_key.field_names(),
+        )?;
+        let table = self.settings.destination.fixed().unwrap_or_default().to_string();
+        for (row, reason) in reduced.failed {
+            state.result.failed.push(FailedRecord {
+                source: None,
+                destination: table.clone(),
+                index: Some(base + row as u64),
+                record: row_to_json(&batch, row),
+                reason,
+            });
+        }
+        let phases = [
+            (
+                reduced.removed,
+                reduced.removed_sources,
+                Some(changes.delete.marker()),
+            ),
+            (reduced.rows, reduced.sources, None),
+        ];
+        for (rows, sources, marker) in phases {
+            if rows.num_rows() == 0 {
+                continue;
+            }
+            let origin: Vec<u64> = sources.iter().map(|row| base + *row as u64).collect();
+            let marked = with_marker(&rows, marker)?;
+            self.write_batch(state, marked, Some(&origin)).await?;
+            self.drain(state).await?;
+        }
+        Ok(())
+    }
+
     async fn flush_all(&self, state: &mut WriteState) -> Result<()> {
+        self.drain(state).await?;
+        // Every row of the load is applied: recorded once, at the first flush.
+        let load = self.load.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(load) = load {
+            for table in std::mem::take(&mut state.intended) {
+                self.client().await?.record_loaded(&table, &load).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends every batched entry and waits for every request in flight.
+    async fn drain(&self, state: &mut WriteState) -> Result<()> {
         let mut first_error = None;
         let tables: Vec<String> = state.batchers.keys().cloned().collect();
         for table in tables {
@@ -464,17 +569,10 @@ impl Shared {
                 first_error.get_or_insert(e);
             }
         }
-        if let Some(e) = first_error {
-            return Err(e);
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        // Every row of the load is applied: recorded once, at the first flush.
-        let load = self.load.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(load) = load {
-            for table in std::mem::take(&mut state.intended) {
-                self.client().await?.record_loaded(&table, &load).await?;
-            }
-        }
-        Ok(())
     }
 
     /// Sends nothing more, waits for the requests in flight (each ends by its deadline),
@@ -541,6 +639,28 @@ fn absorb(
     );
     result.failed.extend(report.failed);
     Ok(())
+}
+
+fn marker_field() -> Arc<arrow_schema::Field> {
+    Arc::new(arrow_schema::Field::new(
+        CHANGE_MARKER,
+        arrow_schema::DataType::Utf8,
+        true,
+    ))
+}
+
+/// `rows` with the delete marker column of change data: `marker` in every row (a delete),
+/// or null (a write).
+fn with_marker(rows: &RecordBatch, marker: Option<&str>) -> Result<RecordBatch> {
+    let mut fields: Vec<Arc<arrow_schema::Field>> = rows.schema().fields().iter().cloned().collect();
+    fields.push(marker_field());
+    let mut columns = rows.columns().to_vec();
+    columns.push(Arc::new(arrow_array::StringArray::from(vec![
+        marker;
+        rows.num_rows()
+    ])));
+    RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns)
+        .map_err(|e| Error::internal(format!("marking change rows: {e}")))
 }
 
 fn code_name(code: i32) -> String {
@@ -705,7 +825,10 @@ fn reencode(metas: Vec<EntryMeta>) -> Result<(Vec<Entry>, Vec<EntryMeta>)> {
 #[async_trait]
 impl Sink for BigtableSink {
     async fn write(&mut self, batch: RecordBatch) -> Result<()> {
-        self.shared.write_batch(&mut self.state, batch).await
+        match self.shared.settings.changes.clone() {
+            Some(changes) => self.shared.write_changes(&mut self.state, batch, &changes).await,
+            None => self.shared.write_batch(&mut self.state, batch, None).await,
+        }
     }
 
     async fn flush(&mut self) -> Result<()> {

@@ -5,6 +5,7 @@
 
 mod abort;
 mod admin;
+mod changes;
 mod common;
 mod deadlines;
 mod faults;

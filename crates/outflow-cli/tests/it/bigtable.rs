@@ -451,3 +451,48 @@ fn a_rerun_refuses_to_count_a_stopped_aggregate_load_twice() {
         .success()
         .stdout(contains("Skipped 1 file"));
 }
+
+#[test]
+fn a_job_of_debezium_events_deletes_and_updates_rows_by_key_and_plan_says_so() {
+    let host = emulator_host();
+    let table = unique_name("accounts");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("events.ndjson"),
+        concat!(
+            "{\"before\": null, \"after\": {\"id\": \"a\", \"name\": \"ada\"}, \"op\": \"c\"}\n",
+            "{\"before\": null, \"after\": {\"id\": \"b\", \"name\": \"alan\"}, \"op\": \"c\"}\n",
+            "{\"before\": {\"id\": \"a\", \"name\": \"ada\"}, \"after\": {\"id\": \"a\", \"name\": \"ada l\"}, \"op\": \"u\"}\n",
+            "{\"before\": {\"id\": \"b\", \"name\": \"alan\"}, \"after\": null, \"op\": \"d\"}\n",
+        ),
+    )
+    .unwrap();
+    let job = format!(
+        "source:\n  path: events.ndjson\n\
+         transforms:\n  - debezium: {{}}\n\
+         sink:\n  bigtable:\n    project: {PROJECT}\n    instance: {INSTANCE}\n    table: {table}\n\
+         \x20   endpoint: {host}\n\
+         \x20   table_options: {{ column_families: [ {{name: info}} ] }}\n\
+         \x20   row_key: {{ fields: [id] }}\n\
+         \x20   columns: {{ explicit: [ {{field: name, family: info}} ] }}\n\
+         \x20   changes: {{ operation: {{ column: op }} }}\n"
+    );
+    std::fs::write(dir.path().join("job.yaml"), job).unwrap();
+    outflow()
+        .arg("plan")
+        .arg(dir.path().join("job.yaml"))
+        .assert()
+        .success()
+        .stdout(contains("upsert by row key [id]"));
+    outflow()
+        .args(["run", "--quiet"])
+        .arg(dir.path().join("job.yaml"))
+        .assert()
+        .success();
+    let read = python_read(&host, PROJECT, INSTANCE, &table);
+    let rows = read["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{read}");
+    assert_eq!(rows[0]["key"], "a");
+    let name = &rows[0]["cells"]["info"]["name"][0]["value_hex"];
+    assert_eq!(name, &serde_json::json!(hex("ada l")));
+}

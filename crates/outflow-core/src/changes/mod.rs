@@ -177,6 +177,12 @@ pub struct Reduced {
     /// The key columns of each key whose earlier rows this batch replaces or deletes (the
     /// keys an upsert or a delete touched), in the order each was first touched.
     pub deletes: RecordBatch,
+    /// For each key a delete touched, its last delete's row (without the operation
+    /// column): what a sink that deletes before it writes applies first (Bigtable, whose
+    /// delete may name the columns to clear by the values the row holds).
+    pub removed: RecordBatch,
+    /// The index in the input batch of each row of `removed`.
+    pub removed_sources: Vec<usize>,
     /// Rows that could not be applied, by their index in the input batch, and why (naming
     /// the column).
     pub failed: Vec<(usize, String)>,
@@ -251,6 +257,8 @@ pub fn reduce_batches(
         last: (usize, usize),
         last_op: ChangeOp,
         replaces: bool,
+        /// The key's last delete.
+        last_delete: Option<(usize, usize)>,
     }
     let mut failed: Vec<Vec<(usize, String)>> = vec![Vec::new(); batches.len()];
     let mut touched: HashMap<&[u8], Touched> = HashMap::new();
@@ -276,26 +284,31 @@ pub fn reduce_batches(
                 }
             }
             let replaces = op != ChangeOp::Insert;
+            let delete = (op == ChangeOp::Delete).then_some((b, row));
             touched
                 .entry(keys.row(row).data())
                 .and_modify(|t| {
                     t.last = (b, row);
                     t.last_op = op;
                     t.replaces |= replaces;
+                    t.last_delete = delete.or(t.last_delete);
                 })
                 .or_insert(Touched {
                     first: (b, row),
                     last: (b, row),
                     last_op: op,
                     replaces,
+                    last_delete: delete,
                 });
         }
     }
 
     // Per batch, in source order: the rows it writes (each key's last change, unless a
-    // delete) and the keys it deletes (each first touched there, if a change replaced).
+    // delete), the keys it deletes (each first touched there, if a change replaced) and
+    // the keys' last deletes.
     let mut written: Vec<Vec<(usize, ChangeOp)>> = vec![Vec::new(); batches.len()];
     let mut deleted: Vec<Vec<usize>> = vec![Vec::new(); batches.len()];
+    let mut removed: Vec<Vec<usize>> = vec![Vec::new(); batches.len()];
     for t in touched.values() {
         if t.last_op != ChangeOp::Delete {
             written[t.last.0].push((t.last.1, t.last_op));
@@ -303,19 +316,25 @@ pub fn reduce_batches(
         if t.replaces {
             deleted[t.first.0].push(t.first.1);
         }
+        if let Some((b, row)) = t.last_delete {
+            removed[b].push(row);
+        }
     }
     inputs
         .into_iter()
         .zip(failed)
-        .zip(written.into_iter().zip(deleted))
-        .map(|((input, failed), (mut rows, mut deletes))| {
+        .zip(written.into_iter().zip(deleted).zip(removed))
+        .map(|((input, failed), ((mut rows, mut deletes), mut removed))| {
             rows.sort_unstable_by_key(|(row, _)| *row);
             deletes.sort_unstable();
+            removed.sort_unstable();
             Ok(Reduced {
                 rows: take(&input.data, rows.iter().map(|(row, _)| *row))?,
                 row_ops: rows.iter().map(|(_, op)| *op).collect(),
                 sources: rows.iter().map(|(row, _)| *row).collect(),
                 deletes: take(&input.key_batch, deletes.into_iter())?,
+                removed: take(&input.data, removed.iter().copied())?,
+                removed_sources: removed,
                 failed,
             })
         })
@@ -459,6 +478,8 @@ mod tests {
         assert_eq!(ints(&r.rows, "value"), [30, 12]);
         assert_eq!(r.row_ops, [ChangeOp::Insert, ChangeOp::Upsert]);
         assert_eq!(r.sources, [3, 5]);
+        assert_eq!(r.removed_sources, [4], "key 2's delete");
+        assert_eq!(ints(&r.removed, "id"), [2]);
         assert_eq!(
             ints(&r.deletes, "id"),
             [1, 2],
@@ -472,6 +493,7 @@ mod tests {
         let r = reduced(&[(Some(7), Some("d"), 0), (Some(7), Some("insert"), 70)]);
         assert_eq!(ints(&r.rows, "value"), [70]);
         assert_eq!(ints(&r.deletes, "id"), [7]);
+        assert_eq!(r.removed_sources, [0]);
     }
 
     #[test]
@@ -555,6 +577,7 @@ mod tests {
             let batches: Vec<RecordBatch> = cuts.windows(2).map(|w| batch(&rows[w[0]..w[1]])).collect();
             let reduced = reduce_batches(&batches, &OperationColumn::new("op"), &["id".to_string()]).unwrap();
             prop_assert_eq!(reduced.len(), batches.len());
+            let before_copy = before.clone();
             let mut applied: BTreeMap<i64, i64> = before;
             let mut deleted = std::collections::BTreeSet::new();
             for r in &reduced {
@@ -568,7 +591,21 @@ mod tests {
                     prop_assert!(applied.insert(id, value).is_none(), "a row of key {} written over another", id);
                 }
             }
-            prop_assert_eq!(applied, state);
+            prop_assert_eq!(&applied, &state);
+            // Deleting each key's last delete, then writing the rows over what is there
+            // (as Bigtable's cells are written), gives the same.
+            let mut overwritten: BTreeMap<i64, i64> = before_copy;
+            for r in &reduced {
+                for id in ints(&r.removed, "id") {
+                    overwritten.remove(&id);
+                }
+            }
+            for r in &reduced {
+                for (id, value) in ints(&r.rows, "id").into_iter().zip(ints(&r.rows, "value")) {
+                    overwritten.insert(id, value);
+                }
+            }
+            prop_assert_eq!(overwritten, state);
         }
     }
 
