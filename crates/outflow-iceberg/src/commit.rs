@@ -698,7 +698,26 @@ pub async fn commit_schema(
 ) -> Result<()> {
     let metadata = table.metadata();
     let next_id = metadata.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(0) + 1;
-    let iceberg_schema = to_iceberg_schema(schema, next_id)?;
+    let mut iceberg_schema = to_iceberg_schema(schema, next_id)?;
+    // Outflow's schema model has no identifier fields: the table's carry over (field ids
+    // do not change), so an evolved table keeps the key upsert mode reads.
+    let identifier: Vec<i32> = metadata.current_schema().identifier_field_ids().collect();
+    if !identifier.is_empty() {
+        iceberg_schema = iceberg_schema
+            .into_builder()
+            .with_identifier_field_ids(identifier)
+            .build()
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::SchemaIncompatible,
+                    format!(
+                        "{}: the new schema cannot keep the table's identifier fields: {}",
+                        table_name(table.identifier()),
+                        e.message()
+                    ),
+                )
+            })?;
+    }
     let requirements = vec![
         TableRequirement::UuidMatch {
             uuid: metadata.uuid(),

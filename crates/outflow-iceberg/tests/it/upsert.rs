@@ -9,7 +9,7 @@ use crate::common::*;
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use outflow_core::changes::{ChangeConfig, OperationColumn};
-use outflow_core::{ErrorKind, Sink};
+use outflow_core::{ErrorKind, SchemaEvolutionConfig, SchemaEvolutionOption, Sink};
 use outflow_iceberg::TableCreateOptions;
 use outflow_testkit::iceberg::Reader;
 use serde_json::{Value, json};
@@ -132,6 +132,45 @@ async fn the_key_is_read_from_the_tables_identifier_fields() {
     .unwrap();
     let read = fixture.readers.read(Reader::Java, table);
     assert_eq!(read_state(&read), BTreeMap::from([(1, 11)]));
+
+    // A column added by schema evolution keeps the identifier fields, and so the key.
+    let added = options(&fixture.config, table)
+        .changes(ChangeConfig::new(
+            Vec::<String>::new(),
+            OperationColumn::new("op"),
+        ))
+        .schema_evolution(
+            SchemaEvolutionConfig::builder()
+                .allow(SchemaEvolutionOption::AllowFieldAddition)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let with_note = change_batch(&[(Some(1), Some("d"), 0), (Some(3), Some("c"), 30)]);
+    let note = Arc::new(StringArray::from(vec![Some("gone"), Some("new")]));
+    let with_note = with_note
+        .schema()
+        .fields()
+        .iter()
+        .cloned()
+        .zip(with_note.columns().iter().cloned())
+        .chain([(
+            Arc::new(Field::new("note", DataType::Utf8, true)),
+            note as arrow_array::ArrayRef,
+        )])
+        .collect::<Vec<_>>();
+    let with_note = RecordBatch::try_new(
+        Arc::new(Schema::new(
+            with_note.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>(),
+        )),
+        with_note.into_iter().map(|(_, c)| c).collect(),
+    )
+    .unwrap();
+    write_all(added, vec![with_note]).await.unwrap();
+    let read = fixture.readers.read(Reader::Java, table);
+    assert_eq!(outflow_testkit::iceberg::fields(&read).len(), 4, "note was added");
+    assert_eq!(read_state(&read), BTreeMap::from([(3, 30)]));
 }
 
 #[tokio::test]
