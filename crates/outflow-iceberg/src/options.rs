@@ -459,6 +459,18 @@ impl IcebergSinkOptions {
     /// the sink would create. What `outflow check` adds to [`validate`](Self::validate).
     pub fn check_input(&self, schema: &ArrowSchema) -> Result<()> {
         self.table.validate(schema)?;
+        if let Some(changes) = &self.changes {
+            let columns = std::iter::once(("changes.operation.column", &changes.operation.column))
+                .chain(changes.key.iter().map(|k| ("changes.key", k)));
+            for (option, column) in columns {
+                if schema.index_of(column).is_err() {
+                    return Err(Error::invalid_config(
+                        option,
+                        format!("{column:?} is not a column of the input"),
+                    ));
+                }
+            }
+        }
         self.table_options.check_input(schema)
     }
 
@@ -535,6 +547,36 @@ target_file_size_bytes: 1048576
             "catalog: {type: memory}\ntable: a.b\npartition_fields: [id]\n",
         );
         assert!(flat.unwrap_err().to_string().contains("partition_fields"));
+    }
+
+    #[test]
+    fn check_input_names_a_change_column_the_input_lacks() {
+        use arrow_schema::{DataType, Field};
+        let options = IcebergSinkOptions::builder()
+            .catalog(CatalogConfig::sqlite_in("lake"))
+            .table("db.t")
+            .changes(ChangeConfig::new(
+                ["id"],
+                outflow_core::changes::OperationColumn::new("op"),
+            ))
+            .build()
+            .unwrap();
+        let input = |names: &[&str]| {
+            ArrowSchema::new(
+                names
+                    .iter()
+                    .map(|n| Field::new(*n, DataType::Utf8, true))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        options.check_input(&input(&["id", "op", "name"])).unwrap();
+        let err = options.check_input(&input(&["id", "name"])).unwrap_err();
+        assert!(err.to_string().contains("changes.operation.column"), "{err}");
+        let err = options.check_input(&input(&["key", "op"])).unwrap_err();
+        assert!(
+            err.to_string().contains("changes.key") && err.to_string().contains("\"id\""),
+            "{err}"
+        );
     }
 
     #[test]
