@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
+use iceberg::spec::Schema as IcebergSchema;
 use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use outflow_core::evolution::EvolutionPlan;
-use outflow_core::schema::{InputSchema, NameMapping, PrimitiveType, Schema};
+use outflow_core::schema::{InputSchema, NameMapping, Schema};
 use outflow_core::{
     Aborted, CreateDisposition, DestinationPlan, Error, ErrorKind, EvolutionPlanner,
     IncompatibleSchemaHandling, LoadedFiles, Offsets, PlannedAction, PrepareDestination, Result,
@@ -119,22 +120,7 @@ pub(crate) async fn create_with_name_mapping(
     layout: &TableCreateOptions,
 ) -> Result<(Table, bool)> {
     let name = table_name(ident);
-    let mut iceberg_schema = to_iceberg_schema(schema, 0)?;
-    if !identifier.is_empty() {
-        let ids = identifier
-            .iter()
-            .map(|column| {
-                iceberg_schema.field_by_name(column).map(|f| f.id).ok_or_else(|| {
-                    Error::invalid_config("changes.key", format!("{column:?} is not a column of the input"))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        iceberg_schema = iceberg_schema
-            .into_builder()
-            .with_identifier_field_ids(ids)
-            .build()
-            .map_err(|e| Error::invalid_config("changes.key", e.message()))?;
-    }
+    let iceberg_schema = with_identifier_fields(to_iceberg_schema(schema, 0)?, identifier)?;
     let spec = partition_spec(&iceberg_schema, layout.partition_fields())?;
     let order = sort_order(&iceberg_schema, layout.sort_order())?;
     let properties = layout.properties().clone().into_iter().collect();
@@ -158,6 +144,26 @@ pub(crate) async fn create_with_name_mapping(
     Ok((catalog.require_table(ident).await?, true))
 }
 
+/// `schema` with the top-level `columns` as its identifier fields (none: as it is).
+fn with_identifier_fields(schema: IcebergSchema, columns: &[String]) -> Result<IcebergSchema> {
+    if columns.is_empty() {
+        return Ok(schema);
+    }
+    let ids = columns
+        .iter()
+        .map(|column| {
+            schema.field_by_name(column).map(|f| f.id).ok_or_else(|| {
+                Error::invalid_config("changes.key", format!("{column:?} is not a column of the input"))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    schema
+        .into_builder()
+        .with_identifier_field_ids(ids)
+        .build()
+        .map_err(|e| Error::invalid_config("changes.key", e.message()))
+}
+
 /// The schema a plan creates a table with, or an error listing why it cannot.
 fn creatable_schema(plan: &EvolutionPlan, name: &str) -> Result<Schema> {
     match (&plan.schema, plan.all_compatible()) {
@@ -168,42 +174,17 @@ fn creatable_schema(plan: &EvolutionPlan, name: &str) -> Result<Schema> {
     }
 }
 
-/// Checks, without I/O, that a table created as `schema` could take upserts: what
+/// Checks, without I/O, that a table created from `schema` could take upserts: what
 /// [`UpsertKey::of`] checks on the table, for `outflow plan` before it exists.
 fn creatable_with_key(schema: &Schema, options: &IcebergSinkOptions, name: &str) -> Result<()> {
     let Some(changes) = options.changes() else {
         return Ok(());
     };
-    let refuse = |why: String| {
-        Err(Error::new(
-            ErrorKind::SchemaIncompatible,
-            format!("upsert into {name}: {why}"),
-        )
-        .with_context("table", name.to_string()))
-    };
-    if changes.key.is_empty() {
-        return refuse(
-            "changes.key names no column, and a table created here has no identifier fields".into(),
-        );
-    }
-    if !options.table_options().partition_fields().is_empty() {
-        return refuse("the table would be partitioned; upsert mode writes unpartitioned tables".into());
-    }
-    for column in &changes.key {
-        match schema.field(column).map(|f| f.data_type.as_primitive()) {
-            None => {
-                return refuse(format!(
-                    "the key column {column:?} is not a top-level column of the input"
-                ));
-            }
-            Some(None) => return refuse(format!("the key column {column:?} is not a primitive")),
-            Some(Some(PrimitiveType::Float | PrimitiveType::Double)) => {
-                return refuse(format!("the key column {column:?} is floating point"));
-            }
-            Some(Some(_)) => {}
-        }
-    }
-    Ok(())
+    let (mut keyed, key) = keyed_schema(schema.clone(), Some(changes));
+    keyed.assign_missing_ids(keyed.max_field_id());
+    let created = with_identifier_fields(to_iceberg_schema(&keyed, 0)?, &key)?;
+    let partitioned = !options.table_options().partition_fields().is_empty();
+    UpsertKey::in_schema(name, &created, partitioned, changes).map(|_| ())
 }
 
 /// Rows in the table's current snapshot, from its summary or, failing that, its manifests.
@@ -362,9 +343,8 @@ impl IcebergPreparer {
                 Ok(plan) => plan,
                 Err(e) => return failed(e),
             };
-            let created = creatable_schema(&plan, destination).and_then(|schema| {
-                creatable_with_key(&keyed_schema(schema, options.changes()).0, options, destination)
-            });
+            let created = creatable_schema(&plan, destination)
+                .and_then(|schema| creatable_with_key(&schema, options, destination));
             let (mut out, error) = match created {
                 Ok(()) => (DestinationPlan::new(destination, PlannedAction::Create), None),
                 Err(e) => (DestinationPlan::failed(destination, &e), Some(e)),

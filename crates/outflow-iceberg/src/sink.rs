@@ -216,16 +216,20 @@ impl IcebergSink {
         for (name, parts) in held {
             let key = match changes.key.is_empty() {
                 false => changes.key.clone(),
-                true => {
-                    let ident = parse_table_ident(&name)?;
-                    let Some(table) = self.catalog.load_table(&ident).await? else {
-                        return Err(Error::not_found("table", &name).with_context(
-                            "changes.key",
-                            "empty: the key is the table's identifier fields, and the table does not exist",
-                        ));
-                    };
-                    UpsertKey::of(&table, &changes)?.columns
-                }
+                // The table's identifier fields: from the table this sink holds, else loaded.
+                true => match self.tables.get(&name) {
+                    Some(writer) => UpsertKey::of(&writer.table, &changes)?.columns,
+                    None => {
+                        let ident = parse_table_ident(&name)?;
+                        let Some(table) = self.catalog.load_table(&ident).await? else {
+                            return Err(Error::not_found("table", &name).with_context(
+                                "changes.key",
+                                "empty: the key is the table's identifier fields, and the table does not exist",
+                            ));
+                        };
+                        UpsertKey::of(&table, &changes)?.columns
+                    }
+                },
             };
             let batches: Vec<RecordBatch> = parts.iter().map(|p| p.batch.clone()).collect();
             let reduced = reduce_batches(&batches, &changes.operation, &key)

@@ -43,23 +43,31 @@ impl UpsertKey {
     pub(crate) fn of(table: &Table, changes: &ChangeConfig) -> Result<UpsertKey> {
         let name = table_name(table.identifier());
         let metadata = table.metadata();
-        let refuse = |why: String| {
-            Err(Error::new(
-                ErrorKind::SchemaIncompatible,
-                format!("upsert into {name}: {why}"),
-            )
-            .with_context("table", name.clone()))
-        };
         if metadata.format_version() != FormatVersion::V2 {
-            return refuse(format!(
-                "the table is format {}; equality deletes need format v2",
-                metadata.format_version()
+            return Err(refusal(
+                &name,
+                format!(
+                    "the table is format {}; equality deletes need format v2",
+                    metadata.format_version()
+                ),
             ));
         }
-        if !metadata.default_partition_spec().is_unpartitioned() {
+        let partitioned = !metadata.default_partition_spec().is_unpartitioned();
+        UpsertKey::in_schema(&name, metadata.current_schema(), partitioned, changes)
+    }
+
+    /// The same checks on the schema and partitioning of table `name`, which may not exist
+    /// yet (what `outflow plan` checks for a table it would create).
+    pub(crate) fn in_schema(
+        name: &str,
+        schema: &IcebergSchema,
+        partitioned: bool,
+        changes: &ChangeConfig,
+    ) -> Result<UpsertKey> {
+        let refuse = |why: String| Err(refusal(name, why));
+        if partitioned {
             return refuse("the table is partitioned; upsert mode writes unpartitioned tables".into());
         }
-        let schema = metadata.current_schema();
         let columns = if changes.key.is_empty() {
             let mut ids: Vec<i32> = schema.identifier_field_ids().collect();
             ids.sort_unstable();
@@ -110,6 +118,15 @@ impl UpsertKey {
     pub(crate) fn conform(&self, keys: &RecordBatch) -> Result<RecordBatch> {
         conform_batch_mapped(keys, &self.arrow, None)
     }
+}
+
+/// Why upsert mode cannot write table `name`.
+fn refusal(name: &str, why: String) -> Error {
+    Error::new(
+        ErrorKind::SchemaIncompatible,
+        format!("upsert into {name}: {why}"),
+    )
+    .with_context("table", name.to_string())
 }
 
 /// What a table is planned and created from for input of `schema`, before its rows are
