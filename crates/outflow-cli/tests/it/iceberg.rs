@@ -95,6 +95,15 @@ fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     path
 }
 
+/// The SQLite catalog under `dir/lake/`, where this file's jobs write.
+fn lake_catalog(dir: &Path) -> TestCatalog {
+    TestCatalog::Sql {
+        name: "outflow".into(),
+        db: dir.join("lake/catalog.db"),
+        warehouse: dir.join("lake/wh"),
+    }
+}
+
 const SINK: &str = "sink:\n  iceberg:\n    catalog: { type: sql, uri: lake/catalog.db, warehouse: lake/wh }\n    table: db.people\n";
 
 #[test]
@@ -133,11 +142,7 @@ fn plan_shows_the_evolution_a_run_then_makes() {
         (Some("email"), Some("addition"))
     );
     // Planning changed nothing.
-    let catalog = TestCatalog::Sql {
-        name: "outflow".into(),
-        db: dir.path().join("lake/catalog.db"),
-        warehouse: dir.path().join("lake/wh"),
-    };
+    let catalog = lake_catalog(dir.path());
     assert_eq!(
         outflow_testkit::iceberg::fields(&catalog.read_both("db.people")).len(),
         2
@@ -207,11 +212,7 @@ fn rejected_rows_go_to_the_dead_letter_file() {
             .unwrap()
             .contains("id: the table has long, the input string")
     );
-    let catalog = TestCatalog::Sql {
-        name: "outflow".into(),
-        db: dir.path().join("lake/catalog.db"),
-        warehouse: dir.path().join("lake/wh"),
-    };
+    let catalog = lake_catalog(dir.path());
     assert_eq!(catalog.read_both("db.events")["row_count"], 3);
 }
 
@@ -421,11 +422,7 @@ fn a_run_that_fails_part_way_leaves_no_table_and_no_files_and_says_so() {
         .stdout(contains("create"));
     write(dir.path(), "in.csv", &csv_rows(0..1000));
     outflow().arg("run").arg(&job).arg("--quiet").assert().success();
-    let catalog = TestCatalog::Sql {
-        name: "outflow".into(),
-        db: dir.path().join("lake/catalog.db"),
-        warehouse: dir.path().join("lake/wh"),
-    };
+    let catalog = lake_catalog(dir.path());
     let read = catalog.read_both("db.t");
     assert_eq!(read["row_count"], 1000);
     assert_eq!(read["snapshots"].as_array().unwrap().len(), 1);
@@ -882,12 +879,7 @@ fn parquet_files(dir: &Path) -> usize {
 /// `db.people` of the job's catalog under `dir` as Java Iceberg reads it (applying deletes):
 /// `(id, name)` sorted, and the whole read.
 fn people_by_java(dir: &Path) -> (Vec<(i64, String)>, Value) {
-    let catalog = TestCatalog::Sql {
-        name: "outflow".into(),
-        db: dir.join("lake/catalog.db"),
-        warehouse: dir.join("lake/wh"),
-    };
-    let read = catalog.read(outflow_testkit::iceberg::Reader::Java, "db.people");
+    let read = lake_catalog(dir).read(outflow_testkit::iceberg::Reader::Java, "db.people");
     let mut rows: Vec<(i64, String)> = outflow_testkit::iceberg::rows(&read)
         .iter()
         .map(|r| (r["id"].as_i64().unwrap(), r["name"].as_str().unwrap().to_string()))
