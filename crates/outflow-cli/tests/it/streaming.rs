@@ -193,45 +193,72 @@ fn a_job_killed_at_random_moments_and_restarted_writes_every_record_once() {
     assert_exactly_once(&catalog, table, &format!("lake-{topic}"), RECORDS + 1000, &ends);
 }
 
-/// Lines of a running job's stdout, each with the time it arrived.
-fn timed_lines(child: &mut Child) -> std::sync::mpsc::Receiver<(Instant, String)> {
-    use std::io::BufRead;
-    let stdout = child.stdout.take().unwrap();
-    let (send, receive) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if send.send((Instant::now(), line)).is_err() {
-                return;
-            }
-        }
-    });
-    receive
+/// A running job's checkpoint lines, read as they come. A checkpoint's `offsets` name only
+/// the partitions it read, so what the job holds is each partition's offset from the newest
+/// line naming it.
+struct Checkpoints {
+    lines: std::sync::mpsc::Receiver<(Instant, String)>,
+    held: BTreeMap<String, i64>,
 }
 
-/// Waits (up to `limit`) for the checkpoint line after which the job holds `total` records
-/// in all; when it came, and the line.
-fn checkpoint_reaching(
-    lines: &std::sync::mpsc::Receiver<(Instant, String)>,
-    total: i64,
-    limit: Duration,
-) -> (Instant, Value) {
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (at, line) = lines
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no checkpoint reached {total} records within {limit:?}"));
-        let Ok(report) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        let held: i64 = report["offsets"]
-            .as_object()
-            .map(|o| o.values().filter_map(Value::as_i64).sum())
-            .unwrap_or(0);
-        if held >= total {
-            return (at, report);
+impl Checkpoints {
+    fn of(child: &mut Child) -> Checkpoints {
+        use std::io::BufRead;
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if send.send((Instant::now(), line)).is_err() {
+                    return;
+                }
+            }
+        });
+        Checkpoints {
+            lines,
+            held: BTreeMap::new(),
         }
+    }
+
+    /// Waits (up to `limit`) for the checkpoint after which the job holds `total` records in
+    /// all; when it came, and its line.
+    fn reaching(&mut self, total: i64, limit: Duration) -> (Instant, Value) {
+        use std::sync::mpsc::RecvTimeoutError;
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (at, line) = match self.lines.recv_timeout(left) {
+                Ok(next) => next,
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "no checkpoint reached {total} records within {limit:?}; the job holds {:?}",
+                    self.held
+                ),
+                Err(RecvTimeoutError::Disconnected) => panic!(
+                    "the job's output ended before it held {total} records; it holds {:?}",
+                    self.held
+                ),
+            };
+            let Ok(report) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            let Some(offsets) = report["offsets"].as_object() else {
+                continue;
+            };
+            for (partition, next) in offsets {
+                if let Some(next) = next.as_i64() {
+                    self.held.insert(partition.clone(), next);
+                }
+            }
+            if self.held.values().sum::<i64>() >= total {
+                return (at, report);
+            }
+        }
+    }
+
+    /// The job's last line (its summary), once it has ended.
+    fn summary(self) -> Value {
+        let last = self.lines.iter().last().expect("the job printed nothing");
+        serde_json::from_str(&last.1).unwrap()
     }
 }
 
@@ -259,8 +286,8 @@ fn records_arriving_while_the_job_runs_are_committed_at_the_next_checkpoints_and
     let job = write_job(dir.path(), &broker, &topic, table, shape);
 
     let mut child = start(&job, &["--json", "--quiet"]);
-    let lines = timed_lines(&mut child);
-    let (_, report) = checkpoint_reaching(&lines, 4000, Duration::from_secs(60));
+    let mut checkpoints = Checkpoints::of(&mut child);
+    let (_, report) = checkpoints.reaching(4000, Duration::from_secs(60));
     // Every record produced so far is read: no partition lags.
     let lag: BTreeMap<String, i64> = serde_json::from_value(report["lag"].clone()).unwrap();
     assert_eq!(
@@ -272,7 +299,7 @@ fn records_arriving_while_the_job_runs_are_committed_at_the_next_checkpoints_and
     for round in 1..=3 {
         produce(&broker, &topic, 4000 * round, 4000);
         let produced = Instant::now();
-        let (committed, _) = checkpoint_reaching(&lines, 4000 * (round + 1), Duration::from_secs(30));
+        let (committed, _) = checkpoints.reaching(4000 * (round + 1), Duration::from_secs(30));
         let latency = committed.duration_since(produced);
         assert!(
             latency <= Duration::from_millis(2500),
@@ -531,11 +558,11 @@ fn a_field_added_mid_stream_evolves_the_table_when_allowed_and_goes_to_the_dead_
         let exit = if allowed { 0 } else { 3 };
 
         let mut child = start(&job, &["--json", "--quiet"]);
-        let lines = timed_lines(&mut child);
-        checkpoint_reaching(&lines, 400, Duration::from_secs(60));
+        let mut checkpoints = Checkpoints::of(&mut child);
+        checkpoints.reaching(400, Duration::from_secs(60));
         produce_with_coupons(&broker, &topic, 400, 40);
         produce(&broker, &topic, 440, 60);
-        checkpoint_reaching(&lines, 500, Duration::from_secs(30));
+        checkpoints.reaching(500, Duration::from_secs(30));
         signal(&child, "TERM");
         assert_eq!(child.wait().unwrap().code(), Some(exit), "allowed: {allowed}");
 
@@ -628,12 +655,12 @@ fn two_processes(first: &Path, more: impl Fn(), done: impl Fn() -> bool) -> (i64
     .unwrap();
 
     let mut one = start(first, &["--json", "--quiet"]);
-    let one_lines = timed_lines(&mut one);
+    let mut one_lines = Checkpoints::of(&mut one);
     // Joining once the first has committed forces a rebalance: the first checkpoints what
     // it holds of every partition before giving two of them up.
-    checkpoint_reaching(&one_lines, 1, Duration::from_secs(60));
+    one_lines.reaching(1, Duration::from_secs(60));
     let mut two = start(&second, &["--json", "--quiet"]);
-    let two_lines = timed_lines(&mut two);
+    let two_lines = Checkpoints::of(&mut two);
     // Records keep coming through the rebalance and after it.
     more();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -648,12 +675,8 @@ fn two_processes(first: &Path, more: impl Fn(), done: impl Fn() -> bool) -> (i64
     signal(&two, "TERM");
     assert!(one.wait().unwrap().success(), "the first process failed");
     assert!(two.wait().unwrap().success(), "the second process failed");
-    let records = |lines: &std::sync::mpsc::Receiver<(Instant, String)>| -> i64 {
-        let all: Vec<String> = lines.iter().map(|(_, l)| l).collect();
-        let summary: Value = serde_json::from_str(all.last().unwrap()).unwrap();
-        summary["stream"]["records"].as_i64().unwrap()
-    };
-    let read = (records(&one_lines), records(&two_lines));
+    let records = |lines: Checkpoints| lines.summary()["stream"]["records"].as_i64().unwrap();
+    let read = (records(one_lines), records(two_lines));
     assert!(
         read.0 > 0 && read.1 > 0,
         "the processes read {} and {} records: the partitions were not shared",
