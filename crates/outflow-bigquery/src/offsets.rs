@@ -15,6 +15,11 @@
 //! an intent are committed once, by whichever process gets there first, and never
 //! dropped while someone may still commit them.
 //!
+//! A reader completes only the intents of the partitions it asks about, the ones its
+//! process owns: an intent of other partitions may be one their owner is committing right
+//! now. (Real BigQuery commits a stream once however many commit it; the emulator inserts
+//! its rows once per concurrent commit.)
+//!
 //! The fence (the offsets a checkpoint began at) is a read followed by the intent, not one
 //! atomic step, since BigQuery DML has no compare-and-set. Two processes can only both
 //! pass it for one partition when one of them kept writing after the group had taken the
@@ -23,7 +28,7 @@
 
 use std::collections::BTreeMap;
 
-use outflow_core::{Checkpoint, Error, ErrorKind, Offsets, Result, RetryPolicy};
+use outflow_core::{Checkpoint, Error, ErrorKind, Offsets, Result, RetryPolicy, TopicPartition};
 
 use crate::admin::Admin;
 use crate::client::{StreamCommits, is_unknown_stream};
@@ -44,6 +49,13 @@ struct Entry {
     offsets: Offsets,
     /// The pending streams whose commit makes its rows visible.
     streams: Vec<String>,
+}
+
+impl Entry {
+    /// Whether it read any of `partitions` (any at all when `None`).
+    fn touches(&self, partitions: Option<&[TopicPartition]>) -> bool {
+        partitions.is_none_or(|wanted| self.offsets.iter().any(|(p, _)| wanted.contains(p)))
+    }
 }
 
 /// The offsets of one dataset's tables.
@@ -70,17 +82,28 @@ impl<'a> OffsetsLedger<'a> {
         }
     }
 
-    /// The offsets of job `job` that `destination` holds, with interrupted checkpoints
-    /// completed (none when the table or the offsets table does not exist).
-    pub(crate) async fn stored(&self, destination: &TableRef, job: &str) -> Result<Offsets> {
+    /// The offsets of job `job` that `destination` holds for `partitions` (every partition
+    /// when `None`), with their interrupted checkpoints completed (none when the table or
+    /// the offsets table does not exist).
+    pub(crate) async fn stored(
+        &self,
+        destination: &TableRef,
+        job: &str,
+        partitions: Option<&[TopicPartition]>,
+    ) -> Result<Offsets> {
         if self.admin.get(destination).await?.is_none() || self.admin.get(&self.table).await?.is_none() {
             return Ok(Offsets::new());
         }
-        self.read_stored(destination, job).await
+        self.read_stored(destination, job, partitions).await
     }
 
     /// [`OffsetsLedger::stored`], both tables known to exist.
-    async fn read_stored(&self, destination: &TableRef, job: &str) -> Result<Offsets> {
+    async fn read_stored(
+        &self,
+        destination: &TableRef,
+        job: &str,
+        partitions: Option<&[TopicPartition]>,
+    ) -> Result<Offsets> {
         let what = format!(
             "reading the offsets of job {job} for {destination} from {}",
             self.table
@@ -97,10 +120,13 @@ impl<'a> OffsetsLedger<'a> {
             .query(&self.table.project, &what, &sql, &params)
             .await?;
         let mut entries = entries(rows, &what)?;
-        for entry in entries.iter_mut().filter(|e| e.state == State::Intent) {
+        for entry in entries
+            .iter_mut()
+            .filter(|e| e.state == State::Intent && e.touches(partitions))
+        {
             entry.state = self.complete(destination, job, entry).await?;
         }
-        Ok(held(&entries))
+        Ok(held(&entries).restricted_to(partitions))
     }
 
     /// Commits the streams of an interrupted checkpoint, or abandons it when BigQuery no
@@ -164,7 +190,8 @@ impl<'a> OffsetsLedger<'a> {
         self.create().await?;
         // The writers wrote to the destination and the offsets table was just made sure
         // of: no need to look them up at every checkpoint.
-        let stored = self.read_stored(destination, job).await?;
+        let ranges: Vec<TopicPartition> = checkpoint.ranges.keys().cloned().collect();
+        let stored = self.read_stored(destination, job, Some(&ranges)).await?;
         checkpoint.check_against(&stored, &destination.to_string())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let offsets = checkpoint.ends().encode();
@@ -333,6 +360,21 @@ mod tests {
         assert_eq!(held.get(&at(1)), Some(5));
         assert_eq!(held.get(&at(2)), Some(7));
         assert_eq!(held.len(), 3);
+    }
+
+    #[test]
+    fn an_intent_is_settled_only_by_a_reader_of_one_of_its_partitions() {
+        let rows = vec![row(
+            "c1",
+            "intent",
+            Some(r#"{"orders":{"0":10,"1":5}}"#),
+            Some(r#"["s1"]"#),
+        )];
+        let entry = &entries(rows, "reading").unwrap()[0];
+        assert!(entry.touches(None));
+        assert!(entry.touches(Some(&[at(1), at(3)])));
+        assert!(!entry.touches(Some(&[at(2), at(3)])));
+        assert!(!entry.touches(Some(&[])));
     }
 
     #[test]

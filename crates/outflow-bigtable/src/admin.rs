@@ -26,7 +26,7 @@ use gcloud_sdk::google::bigtable::admin::v2::{
 use gcloud_sdk::tonic::Code;
 use outflow_core::{
     CreateDisposition, DestinationPlan, Error, ErrorKind, LoadedFiles, Offsets, PlannedAction,
-    PrepareDestination, Result,
+    PrepareDestination, Result, TopicPartition,
 };
 
 use crate::client::BigtableClient;
@@ -478,10 +478,17 @@ impl PrepareDestination for BigtablePreparer {
         Ok(Some(settled.held))
     }
 
-    async fn stored_offsets(&self, destination: &str, job: &str) -> Result<Option<Offsets>> {
+    async fn stored_offsets(
+        &self,
+        destination: &str,
+        job: &str,
+        partitions: Option<&[TopicPartition]>,
+    ) -> Result<Option<Offsets>> {
         let client = self.shared.client().await?;
         Ok(Some(
-            crate::offsets::stored_offsets(client, destination, job).await?,
+            crate::offsets::stored_offsets(client, destination, job)
+                .await?
+                .restricted_to(partitions),
         ))
     }
 }

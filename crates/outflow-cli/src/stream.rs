@@ -142,7 +142,13 @@ pub async fn run_stream(job: &StreamJob, file: &JobFile, options: &StreamOptions
     } = StreamInput::open(job, file)?;
     let opened = spec.open().await?;
     let job_id = job.job_id().to_string();
-    if opened.preparer.stored_offsets(&table, &job_id).await?.is_none() {
+    // Asking for no partition settles nothing: this only asks whether the sink keeps offsets.
+    if opened
+        .preparer
+        .stored_offsets(&table, &job_id, Some(&[]))
+        .await?
+        .is_none()
+    {
         return Err(Error::new(
             ErrorKind::Unsupported,
             format!(
@@ -306,9 +312,10 @@ impl Stream<'_> {
                 deadline = Deadline::now() + interval;
             }
         }
+        let owned: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
         let stored = self
             .preparer
-            .stored_offsets(&self.table, &self.job_id)
+            .stored_offsets(&self.table, &self.job_id, Some(&owned))
             .await?
             .unwrap_or_default();
         self.report.offsets = named(&stored);
@@ -330,7 +337,7 @@ impl Stream<'_> {
             Event::Assigned { partitions, reply } => {
                 let stored = self
                     .preparer
-                    .stored_offsets(&self.table, &self.job_id)
+                    .stored_offsets(&self.table, &self.job_id, Some(&partitions))
                     .await?
                     .unwrap_or_default();
                 let mut held = Offsets::new();

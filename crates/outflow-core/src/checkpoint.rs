@@ -76,6 +76,14 @@ impl Offsets {
         }
     }
 
+    /// Only the partitions of `partitions` (all of them when `None`).
+    pub fn restricted_to(mut self, partitions: Option<&[TopicPartition]>) -> Offsets {
+        if let Some(partitions) = partitions {
+            self.next.retain(|p, _| partitions.contains(p));
+        }
+        self
+    }
+
     /// Every partition and its next offset, in topic and partition order.
     pub fn iter(&self) -> impl Iterator<Item = (&TopicPartition, i64)> {
         self.next.iter().map(|(p, n)| (p, *n))
@@ -251,6 +259,20 @@ mod tests {
         assert_eq!(newest.get(&tp("t", 0)), Some(100));
         assert_eq!(newest.get(&tp("t", 1)), Some(60));
         assert_eq!(newest.len(), 2);
+    }
+
+    #[test]
+    fn offsets_restricted_to_some_partitions_keep_only_those() {
+        let all: Offsets = [(tp("t", 0), 1), (tp("t", 1), 2), (tp("u", 0), 3)]
+            .into_iter()
+            .collect();
+        assert_eq!(all.clone().restricted_to(None), all);
+        assert_eq!(
+            all.clone()
+                .restricted_to(Some(&[tp("t", 1), tp("u", 0), tp("v", 9)])),
+            [(tp("t", 1), 2), (tp("u", 0), 3)].into_iter().collect()
+        );
+        assert!(all.restricted_to(Some(&[])).is_empty());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::Offsets;
+use crate::checkpoint::{Offsets, TopicPartition};
 use crate::evolution::EvolutionPlan;
 use crate::loads::{LoadedFile, LoadedFiles};
 use crate::named::named_enum;
@@ -322,9 +322,17 @@ pub trait PrepareDestination: Send + Sync {
     }
 
     /// The source offsets of streaming job `job` that `destination` holds (see
-    /// [`crate::checkpoint`]): empty for a table that does not exist yet, `None` for a sink
-    /// that cannot store offsets (a streaming job refuses it).
-    async fn stored_offsets(&self, _destination: &str, _job: &str) -> Result<Option<Offsets>> {
+    /// [`crate::checkpoint`]) for `partitions` (every partition when `None`): empty for a
+    /// table that does not exist yet, `None` for a sink that cannot store offsets (a
+    /// streaming job refuses it). A process asks for the partitions it owns: a sink that
+    /// settles interrupted checkpoints while reading (BigQuery) then leaves alone those of
+    /// partitions another process may be committing.
+    async fn stored_offsets(
+        &self,
+        _destination: &str,
+        _job: &str,
+        _partitions: Option<&[TopicPartition]>,
+    ) -> Result<Option<Offsets>> {
         Ok(None)
     }
 }

@@ -17,7 +17,7 @@ use outflow_core::schema::{InputSchema, NameMapping, Schema};
 use outflow_core::{
     Aborted, CreateDisposition, DestinationPlan, Error, ErrorKind, EvolutionPlanner,
     IncompatibleSchemaHandling, LoadedFiles, Offsets, PlannedAction, PrepareDestination, Result,
-    SchemaEvolutionConfig, WriteDisposition,
+    SchemaEvolutionConfig, TopicPartition, WriteDisposition,
 };
 
 use crate::client::{IcebergCatalog, IcebergResultExt};
@@ -443,10 +443,17 @@ impl PrepareDestination for IcebergPreparer {
         }
     }
 
-    async fn stored_offsets(&self, destination: &str, job: &str) -> Result<Option<Offsets>> {
+    async fn stored_offsets(
+        &self,
+        destination: &str,
+        job: &str,
+        partitions: Option<&[TopicPartition]>,
+    ) -> Result<Option<Offsets>> {
         let ident = parse_table_ident(destination)?;
         match self.catalog.load_table(&ident).await? {
-            Some(table) => Ok(Some(crate::offsets::stored_offsets(&table, job)?)),
+            Some(table) => Ok(Some(
+                crate::offsets::stored_offsets(&table, job)?.restricted_to(partitions),
+            )),
             None => Ok(Some(Offsets::new())),
         }
     }

@@ -8,7 +8,7 @@ use outflow_core::evolution::{EvolutionPlan, Verdict};
 use outflow_core::schema::{InputSchema, Schema};
 use outflow_core::{
     CreateDisposition, DestinationPlan, Error, ErrorKind, IncompatibleSchemaHandling, LoadedFiles, Offsets,
-    PlannedAction, PrepareDestination, Result, WriteDisposition,
+    PlannedAction, PrepareDestination, Result, TopicPartition, WriteDisposition,
 };
 use std::sync::Arc;
 
@@ -259,11 +259,16 @@ impl PrepareDestination for BigQueryPreparer {
         Ok(Some(settled.held))
     }
 
-    async fn stored_offsets(&self, destination: &str, job: &str) -> Result<Option<Offsets>> {
+    async fn stored_offsets(
+        &self,
+        destination: &str,
+        job: &str,
+        partitions: Option<&[TopicPartition]>,
+    ) -> Result<Option<Offsets>> {
         let shared = &self.shared;
         let t = shared.resolve(destination)?;
         let commits = shared.commits().await?;
         let ledger = OffsetsLedger::of(&shared.admin, commits, &shared.options.retry, &t);
-        Ok(Some(ledger.stored(&t, job).await?))
+        Ok(Some(ledger.stored(&t, job, partitions).await?))
     }
 }

@@ -40,7 +40,7 @@ async fn a_checkpoint_commits_rows_and_offsets_in_one_snapshot_and_a_stale_one_i
     let preparer = sink(options.clone()).await.preparer();
     let committer = IcebergCommitter::connect(&options).await.unwrap();
     assert_eq!(
-        preparer.stored_offsets(TABLE, "job").await.unwrap(),
+        preparer.stored_offsets(TABLE, "job", None).await.unwrap(),
         Some(Offsets::new())
     );
 
@@ -57,7 +57,7 @@ async fn a_checkpoint_commits_rows_and_offsets_in_one_snapshot_and_a_stale_one_i
         .unwrap();
     assert_eq!(result.destinations[TABLE].commits, 1);
     assert_eq!(
-        preparer.stored_offsets(TABLE, "job").await.unwrap(),
+        preparer.stored_offsets(TABLE, "job", None).await.unwrap(),
         Some(offsets(&[(0, 50), (1, 50)]))
     );
 
@@ -89,12 +89,12 @@ async fn a_checkpoint_commits_rows_and_offsets_in_one_snapshot_and_a_stale_one_i
         .unwrap();
     assert_eq!(result.destinations[TABLE].commits, 1);
     assert_eq!(
-        preparer.stored_offsets(TABLE, "job").await.unwrap(),
+        preparer.stored_offsets(TABLE, "job", None).await.unwrap(),
         Some(offsets(&[(0, 60), (1, 50)]))
     );
     // Another job's offsets are its own.
     assert_eq!(
-        preparer.stored_offsets(TABLE, "other").await.unwrap(),
+        preparer.stored_offsets(TABLE, "other", None).await.unwrap(),
         Some(Offsets::new())
     );
 
