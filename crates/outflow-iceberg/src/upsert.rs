@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_schema::{Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
+use arrow_schema::SchemaRef as ArrowSchemaRef;
 use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::{FormatVersion, PrimitiveType, Schema as IcebergSchema, SchemaRef, Type};
 use iceberg::table::Table;
@@ -141,13 +141,7 @@ pub(crate) fn planned_input(
     let Some(changes) = changes else {
         return Ok(InputSchema::new(Schema::from_arrow(schema)?));
     };
-    let fields: Vec<_> = schema
-        .fields()
-        .iter()
-        .filter(|f| *f.name() != changes.operation.column)
-        .cloned()
-        .collect();
-    let schema = ArrowSchema::new_with_metadata(fields, schema.metadata().clone());
+    let schema = changes.written_schema(schema);
     let mut input = InputSchema::new(Schema::from_arrow(&schema)?);
     for column in key {
         input = input.with_null_count(column.clone(), 0);

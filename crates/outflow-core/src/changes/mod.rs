@@ -19,10 +19,11 @@
 pub mod debezium;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
 use arrow_row::{RowConverter, SortField};
-use arrow_schema::DataType;
+use arrow_schema::{DataType, Schema, SchemaRef};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, ErrorKind, Result};
@@ -140,6 +141,18 @@ impl ChangeConfig {
             key: key.into_iter().map(Into::into).collect(),
             operation,
         }
+    }
+
+    /// The columns written for input of `schema`: all but the operation column, which is
+    /// read and never written.
+    pub fn written_schema(&self, schema: &SchemaRef) -> SchemaRef {
+        let fields: Vec<_> = schema
+            .fields()
+            .iter()
+            .filter(|f| *f.name() != self.operation.column)
+            .cloned()
+            .collect();
+        Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
     }
 
     /// Checks the config without I/O: no blank key column, the operation column not among
