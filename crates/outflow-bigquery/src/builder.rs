@@ -44,6 +44,7 @@ impl Default for BigQuerySinkOptionsBuilder {
                 retry: RetryPolicy::default(),
                 max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
                 request_timeout: default_request_timeout(),
+                changes: None,
             },
             table_set: false,
         }
@@ -166,6 +167,13 @@ impl BigQuerySinkOptionsBuilder {
         self
     }
 
+    /// Change data: each row upserts or deletes the row with its key (BigQuery's change data
+    /// capture); needs `write_method: at_least_once` and `write_disposition: append`.
+    pub fn changes(mut self, changes: outflow_core::changes::ChangeConfig) -> Self {
+        self.options.changes = Some(changes);
+        self
+    }
+
     /// Validates and builds the options.
     pub fn build(self) -> Result<BigQuerySinkOptions> {
         let o = self.options;
@@ -250,8 +258,42 @@ impl BigQuerySinkOptionsBuilder {
                 "must be longer than zero",
             ));
         }
+        if let Some(changes) = &o.changes {
+            validate_changes(&o, changes)?;
+        }
         Ok(o)
     }
+}
+
+/// Change data goes through the default stream, so it is at-least-once (a change sent
+/// twice is applied once: its sequence number says it is not newer), and it changes rows
+/// in place, so the other dispositions mean nothing for it.
+fn validate_changes(o: &BigQuerySinkOptions, changes: &outflow_core::changes::ChangeConfig) -> Result<()> {
+    changes.validate()?;
+    if o.write_method != WriteMethod::AtLeastOnce {
+        return Err(Error::invalid_config(
+            "write_method",
+            "change data goes through the table's default stream (BigQuery's change data capture), which \
+             is at-least-once: set write_method: at_least_once (a change sent twice is applied once)",
+        ));
+    }
+    if o.write_disposition != WriteDisposition::Append {
+        return Err(Error::invalid_config(
+            "write_disposition",
+            "change data upserts and deletes rows of the table as it is: use append",
+        ));
+    }
+    if let Some(schema) = &o.schema {
+        for key in &changes.key {
+            if !schema.fields.iter().any(|f| f.name.eq_ignore_ascii_case(key)) {
+                return Err(Error::invalid_config(
+                    "changes.key",
+                    format!("{key} is not a column of the schema tables are created with"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A fixed table must parse; a template must produce valid names once filled (checked with
@@ -621,6 +663,52 @@ mod tests {
             .build()
             .unwrap();
         assert!(o.schema().is_none());
+    }
+
+    #[test]
+    fn change_data_needs_the_default_stream_append_and_key_columns_of_the_schema() {
+        use outflow_core::changes::{ChangeConfig, OperationColumn};
+        let changes = |key: &[&str]| ChangeConfig::new(key.iter().copied(), OperationColumn::new("op"));
+        let o = base()
+            .write_method(WriteMethod::AtLeastOnce)
+            .changes(changes(&["id"]))
+            .build()
+            .unwrap();
+        assert_eq!(o.changes(), Some(&changes(&["id"])));
+        let yaml = serde_yaml_ng::to_string(&o).unwrap();
+        assert!(yaml.contains("changes:"), "{yaml}");
+        assert_eq!(serde_yaml_ng::from_str::<BigQuerySinkOptions>(&yaml).unwrap(), o);
+
+        let cases = [
+            (base().changes(changes(&["id"])), "write_method", "at_least_once"),
+            (
+                base()
+                    .write_method(WriteMethod::AtLeastOnce)
+                    .write_disposition(WriteDisposition::Truncate)
+                    .changes(changes(&["id"])),
+                "write_disposition",
+                "append",
+            ),
+            (
+                base()
+                    .write_method(WriteMethod::AtLeastOnce)
+                    .changes(changes(&["region"])),
+                "changes.key",
+                "region",
+            ),
+            (
+                base()
+                    .write_method(WriteMethod::AtLeastOnce)
+                    .changes(changes(&["op"])),
+                "changes.key",
+                "operation column",
+            ),
+        ];
+        for (builder, field, says) in cases {
+            let err = builder.build().unwrap_err();
+            assert_eq!(err.context_value("field"), Some(field), "{err}");
+            assert!(err.message().contains(says), "{err}");
+        }
     }
 
     #[test]

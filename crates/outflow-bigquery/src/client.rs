@@ -19,10 +19,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use gcloud_sdk::google::cloud::bigquery::storage::v1::append_rows_request::{
+    ProtoData, Rows as AppendedRows,
+};
+use gcloud_sdk::google::cloud::bigquery::storage::v1::append_rows_response::Response as AppendAnswer;
 use gcloud_sdk::google::cloud::bigquery::storage::v1::big_query_write_client::BigQueryWriteClient;
 use gcloud_sdk::google::cloud::bigquery::storage::v1::{
-    BatchCommitWriteStreamsRequest, GetWriteStreamRequest,
+    AppendRowsRequest, BatchCommitWriteStreamsRequest, GetWriteStreamRequest, ProtoRows, ProtoSchema,
 };
+use gcloud_sdk::prost_types::DescriptorProto;
 use gcloud_sdk::{GoogleApi, GoogleAuthMiddleware, tonic};
 use google_cloud_auth::credentials::Credentials as AuthCredentials;
 use google_cloud_bigquery::client::Write;
@@ -270,9 +275,9 @@ const STORAGE_WRITE_SERVICE: &str = "https://bigquerystorage.googleapis.com";
 
 type WriteClient = BigQueryWriteClient<GoogleAuthMiddleware>;
 
-/// BatchCommitWriteStreams of several streams at once and GetWriteStream, which the
-/// official crate does not expose: gcloud-sdk's generated client of the same API, with the
-/// same endpoint and credentials as the sink's.
+/// BatchCommitWriteStreams of several streams at once, GetWriteStream, and AppendRows of
+/// protobuf rows (change data), which the official crate does not expose: gcloud-sdk's
+/// generated client of the same API, with the same endpoint and credentials as the sink's.
 #[derive(Clone)]
 pub struct StreamCommits {
     api: GoogleApi<WriteClient>,
@@ -356,6 +361,58 @@ impl StreamCommits {
             .call(&what, limit, self.api.get().get_write_stream(request))
             .await?;
         Ok(answer.commit_time.is_some())
+    }
+
+    /// Appends protobuf `rows` of type `descriptor` to `stream` in one AppendRows request,
+    /// giving up after `limit`: the rows the service refused, by position in `rows`, with
+    /// its reasons (when any is refused, none is written).
+    pub async fn append_proto(
+        &self,
+        stream: &str,
+        descriptor: &DescriptorProto,
+        rows: Vec<Vec<u8>>,
+        limit: Duration,
+    ) -> Result<Vec<(usize, String)>> {
+        let what = format!("AppendRows of {} rows to {stream}", rows.len());
+        let request = AppendRowsRequest {
+            write_stream: stream.to_string(),
+            rows: Some(AppendedRows::ProtoRows(ProtoData {
+                writer_schema: Some(ProtoSchema {
+                    proto_descriptor: Some(descriptor.clone()),
+                }),
+                rows: Some(ProtoRows {
+                    serialized_rows: rows,
+                }),
+            })),
+            ..Default::default()
+        };
+        let requests = tonic::codegen::tokio_stream::iter([request]);
+        // The deadline covers opening the stream and its one answer.
+        let answer = async {
+            let mut answers = self.api.get().append_rows(requests).await?.into_inner();
+            answers
+                .message()
+                .await?
+                .ok_or_else(|| tonic::Status::unavailable("the stream ended without an answer"))
+                .map(tonic::Response::new)
+        };
+        let answer = self.call(&what, limit, answer).await?;
+        if !answer.row_errors.is_empty() {
+            return Ok(answer
+                .row_errors
+                .into_iter()
+                .map(|e| (usize::try_from(e.index).unwrap_or(usize::MAX), e.message))
+                .collect());
+        }
+        match answer.response {
+            Some(AppendAnswer::Error(status)) => {
+                let endpoint = &self.endpoint;
+                Err(classify_status(Code::from(status.code), &status.message)
+                    .error(format!("{what} at {endpoint}: {}", status.message))
+                    .with_context("endpoint", endpoint.clone()))
+            }
+            _ => Ok(Vec::new()),
+        }
     }
 
     async fn call<T>(

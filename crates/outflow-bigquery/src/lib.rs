@@ -20,13 +20,16 @@
 //! [`BigQueryCommitter`] commits every writer's pending streams together), [`loads`] and
 //! [`offsets`] (what a table holds of source files and of streaming jobs' offsets), [`stream`] (one
 //! table's write stream: offsets, retries, finalize and commit), [`request`] and [`rows`]
-//! (rows into AppendRows requests under the limits) and [`table_ref`] (table names).
+//! (rows into AppendRows requests under the limits), [`changes`] (change data: upserts and
+//! deletes by primary key, as protobuf rows on the default stream) and [`table_ref`] (table
+//! names).
 //!
 //! `docs/bigquery.md` describes options, guarantees, the type table, limits and emulators.
 #![deny(missing_docs)]
 
 pub mod admin;
 pub mod builder;
+pub mod changes;
 pub mod client;
 pub mod commit;
 pub mod loads;

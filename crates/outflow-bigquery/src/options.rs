@@ -27,6 +27,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use arrow_schema::Schema as ArrowSchema;
+use outflow_core::changes::ChangeConfig;
 use outflow_core::{
     CreateDisposition, Destination, Error, RetryPolicy, SchemaEvolutionConfig, WriteDisposition,
 };
@@ -265,6 +266,7 @@ pub struct BigQuerySinkOptions {
     pub(crate) retry: RetryPolicy,
     pub(crate) max_request_bytes: usize,
     pub(crate) request_timeout: Duration,
+    pub(crate) changes: Option<ChangeConfig>,
 }
 
 impl BigQuerySinkOptions {
@@ -403,6 +405,12 @@ impl BigQuerySinkOptions {
         self.request_timeout
     }
 
+    /// Change data: rows upsert or delete the row with their primary key (BigQuery's change
+    /// data capture, see [`crate::changes`]) instead of being appended.
+    pub fn changes(&self) -> Option<&ChangeConfig> {
+        self.changes.as_ref()
+    }
+
     /// Checks the options against the schema of the rows the sink will receive, without
     /// I/O: the fields a table template names, and the time-partitioning and clustering
     /// columns of a table the sink would create, which the rows must have (a partitioning
@@ -410,6 +418,18 @@ impl BigQuerySinkOptions {
     /// option and the column. What `outflow check` adds to [`validate`](Self::validate).
     pub fn check_input(&self, schema: &ArrowSchema) -> Result<(), Error> {
         self.table.validate(schema)?;
+        if let Some(changes) = &self.changes {
+            let columns = std::iter::once(("changes.operation.column", &changes.operation.column))
+                .chain(changes.key.iter().map(|k| ("changes.key", k)));
+            for (key, column) in columns {
+                if schema.field_with_name(column).is_err() {
+                    return Err(
+                        Error::invalid_config(key, format!("the rows have no column {column}"))
+                            .with_context("column", column.to_string()),
+                    );
+                }
+            }
+        }
         let partitioning = self.time_partitioning.iter().filter_map(|p| p.field.as_deref());
         let named = partitioning
             .map(|column| ("time_partitioning.field", column))
@@ -483,6 +503,8 @@ pub(crate) struct OptionsSpec {
     pub max_request_bytes: usize,
     #[serde(default = "default_request_timeout", with = "outflow_core::duration")]
     pub request_timeout: Duration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<ChangeConfig>,
 }
 
 fn default_max_request_bytes() -> usize {
@@ -515,6 +537,7 @@ impl TryFrom<OptionsSpec> for BigQuerySinkOptions {
             retry: spec.retry,
             max_request_bytes: spec.max_request_bytes,
             request_timeout: spec.request_timeout,
+            changes: spec.changes,
         })
         .build()
     }
@@ -539,6 +562,7 @@ impl From<BigQuerySinkOptions> for OptionsSpec {
             retry: o.retry,
             max_request_bytes: o.max_request_bytes,
             request_timeout: o.request_timeout,
+            changes: o.changes,
         }
     }
 }

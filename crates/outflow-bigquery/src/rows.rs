@@ -139,9 +139,9 @@ impl TableRows {
         Ok(None)
     }
 
-    /// Converts the rows to the Arrow types `table` takes and cuts them into requests of at
-    /// most `max_request_bytes`; `None` when no row is left to send.
-    pub fn encode(&mut self, table: &TableSchema, max_request_bytes: usize) -> Result<Option<Encoded>> {
+    /// Converts the rows to the Arrow types `table` takes (a row that does not convert
+    /// fails alone); `None` when no row is left to send.
+    pub fn conform(&mut self, table: &TableSchema) -> Result<Option<Rows>> {
         if self.rows.is_empty() {
             return Ok(None);
         }
@@ -157,7 +157,30 @@ impl TableRows {
         if self.rows.is_empty() {
             return Ok(None);
         }
-        let rows = conformed.with_batch(finalize_batch(&conformed.batch, &final_target)?);
+        Ok(Some(
+            conformed.with_batch(finalize_batch(&conformed.batch, &final_target)?),
+        ))
+    }
+
+    /// Fails the rows at `failed` (their indexes in the sink's input), with the reasons.
+    pub fn fail(&mut self, failed: Vec<(u64, String)>) -> Result<()> {
+        let refused = failed
+            .into_iter()
+            .map(|(index, reason)| (position_of(&self.rows, index), reason))
+            .collect();
+        self.refuse(refused)
+    }
+
+    /// Converts the rows to the Arrow types `table` takes and cuts them into requests of at
+    /// most `max_request_bytes`; `None` when no row is left to send.
+    pub fn encode(&mut self, table: &TableSchema, max_request_bytes: usize) -> Result<Option<Encoded>> {
+        if self.rows.is_empty() {
+            return Ok(None);
+        }
+        let final_target = target_schema(table, &self.rows.batch.schema(), ListNulls::Forbidden)?;
+        let Some(rows) = self.conform(table)? else {
+            return Ok(None);
+        };
         let schema = ipc_schema(&final_target);
         let (requests, oversize) = encode_requests(&rows, max_request_bytes, schema.len())?;
         let oversize: Refused = oversize

@@ -29,6 +29,8 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use async_trait::async_trait;
+use gcloud_sdk::prost::Message;
+use outflow_core::changes::ChangeConfig;
 use outflow_core::evolution::{EvolutionPlan, SchemaEvolutionConfig};
 use outflow_core::sink::{DestinationStats, row_to_json};
 use outflow_core::{
@@ -39,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::admin::{Admin, BigQueryPreparer, TableInfo};
+use crate::changes::{self, ChangeRows, ChangeType, SequenceNumbers};
 use crate::client::{Clients, ResolvedConnection, StorageWrite, StreamCommits, process_env};
 use crate::commit::PendingStream;
 use crate::loads::{Ledger, Load, Visibility};
@@ -92,6 +95,8 @@ pub(crate) struct Shared {
     commits: tokio::sync::OnceCell<StreamCommits>,
     /// The load being recorded, once the runner said which files it reads.
     pub(crate) load: std::sync::Mutex<Option<Arc<Load>>>,
+    /// The numbers of change rows (under `changes`).
+    sequence: SequenceNumbers,
 }
 
 /// A table ready for rows.
@@ -150,9 +155,19 @@ impl Shared {
                     .schema
                     .as_ref()
                     .expect("create_if_needed has a schema, checked by build()");
+                let primary_key = match &o.changes {
+                    Some(changes) => changes::table_key(&t.to_string(), changes, None)?,
+                    None => Vec::new(),
+                };
                 let (table, created) = self
                     .admin
-                    .create(t, schema, o.time_partitioning.as_ref(), &o.clustering)
+                    .create(
+                        t,
+                        schema,
+                        o.time_partitioning.as_ref(),
+                        &o.clustering,
+                        &primary_key,
+                    )
                     .await?;
                 if created {
                     tracing::info!(table = %t, "created table");
@@ -165,6 +180,9 @@ impl Shared {
                 (table, created)
             }
         };
+        if let Some(changes) = &o.changes {
+            changes::table_key(&t.to_string(), changes, Some(&table.primary_key))?;
+        }
         if o.write_disposition == WriteDisposition::Empty
             && !created
             && resumed.is_none()
@@ -283,6 +301,13 @@ impl BigQuerySink {
                  Ballista statement): write with one sink, or append",
             ));
         }
+        if options.changes.is_some() {
+            return Err(Error::invalid_config(
+                "changes",
+                "change data is written by one sink: each writer of a statement or checkpoint would \
+                 reduce only its own changes",
+            ));
+        }
         BigQuerySink::open(options, Checkpoint::default(), true).await
     }
 
@@ -301,6 +326,7 @@ impl BigQuerySink {
             connection,
             commits: tokio::sync::OnceCell::new(),
             load: std::sync::Mutex::new(None),
+            sequence: SequenceNumbers::starting_now(),
             options,
         });
         Ok(BigQuerySink {
@@ -624,6 +650,9 @@ impl TableWriter {
     /// Writes `rows`; returns the records that could not be written.
     async fn write(&mut self, shared: &Shared, rows: Rows) -> Result<Vec<FailedRecord>> {
         let o = &shared.options;
+        if let Some(changes) = &o.changes {
+            return self.write_changes(shared, rows, changes).await;
+        }
         let drop_unknown = o.ignore_unknown_values && !shared.adds_fields();
         let mut rows = TableRows::new(&self.name, &self.table.schema, rows, drop_unknown)?;
         if let Some(plan) = rows.plan(&self.table.core, &shared.evolution)? {
@@ -633,17 +662,8 @@ impl TableWriter {
             return Ok(rows.into_failed());
         };
         for request in encoded.requests {
-            if !self.intended
-                && let Some(load) = &self.load
-                && self.staging.is_none()
-                && self.stream.kind() != StreamKind::Pending
-            {
-                // Rows become visible as they are acknowledged: the intent goes first.
-                let t = &self.table.table;
-                Ledger::of(&shared.admin, t)
-                    .intend(t, load, &Visibility::AsSent, false)
-                    .await?;
-                self.intended = true;
+            if self.staging.is_none() && self.stream.kind() != StreamKind::Pending {
+                self.intend_as_sent(shared).await?;
             }
             let appended = rows.append(&mut self.stream, &encoded.schema, request).await?;
             self.stats.rows += appended.rows;
@@ -657,6 +677,133 @@ impl TableWriter {
             }
         }
         Ok(rows.into_failed())
+    }
+
+    /// Records the load's intent once, before the first rows that become visible as they
+    /// are acknowledged.
+    async fn intend_as_sent(&mut self, shared: &Shared) -> Result<()> {
+        if !self.intended
+            && let Some(load) = &self.load
+        {
+            let t = &self.table.table;
+            Ledger::of(&shared.admin, t)
+                .intend(t, load, &Visibility::AsSent, false)
+                .await?;
+            self.intended = true;
+        }
+        Ok(())
+    }
+
+    /// Writes `rows` as change data (see [`crate::changes`]): the keys deleted, then the rows
+    /// upserted, through the table's default stream; returns the records that could not be
+    /// applied.
+    async fn write_changes(
+        &mut self,
+        shared: &Shared,
+        rows: Rows,
+        config: &ChangeConfig,
+    ) -> Result<Vec<FailedRecord>> {
+        let key = changes::table_key(&self.name, config, Some(&self.table.primary_key))?;
+        let batch = changes::batch_changes(&rows, config, &key)?;
+        let mut failed: Vec<FailedRecord> = batch
+            .failed
+            .iter()
+            .map(|(p, reason)| failed_record(&self.name, &rows, *p, reason))
+            .collect();
+        let o = &shared.options;
+        let drop_unknown = o.ignore_unknown_values && !shared.adds_fields();
+        for (change, part) in [
+            (ChangeType::Delete, batch.deletes),
+            (ChangeType::Upsert, batch.upserts),
+        ] {
+            if part.is_empty() {
+                continue;
+            }
+            let mut part = TableRows::new(&self.name, &self.table.schema, part, drop_unknown)?;
+            // A delete names the key alone, which the table has: only upserts may need a
+            // schema change.
+            if change == ChangeType::Upsert
+                && let Some(plan) = part.plan(&self.table.core, &shared.evolution)?
+            {
+                self.evolve(shared, &plan).await?;
+            }
+            if let Some(conformed) = part.conform(&self.table.schema)? {
+                let encoded = changes::encode(&conformed, change, &shared.sequence)?;
+                let refused = self.append_changes(shared, encoded).await?;
+                part.fail(refused)?;
+            }
+            failed.extend(part.into_failed());
+        }
+        Ok(failed)
+    }
+
+    /// Appends change rows in requests of at most `max_request_bytes`. Rows the service
+    /// refuses fail (it wrote none of their request) and the others are sent again; a
+    /// failed call is retried whole, which the rows' sequence numbers make harmless.
+    /// Returns the refused rows by input index, with the reasons.
+    async fn append_changes(&mut self, shared: &Shared, encoded: ChangeRows) -> Result<Vec<(u64, String)>> {
+        // What a request adds to its rows: the row type, and a tag and length per row.
+        const ROW_OVERHEAD: usize = 8;
+        const REQUEST_OVERHEAD: usize = 1024;
+        let o = &shared.options;
+        let stream = format!("{}/streams/_default", self.table.table.path());
+        let descriptor = &encoded.row_type.descriptor;
+        let limit = o
+            .max_request_bytes
+            .saturating_sub(descriptor.encoded_len() + REQUEST_OVERHEAD);
+        let sizes: Vec<usize> = encoded.rows.iter().map(|r| r.len() + ROW_OVERHEAD).collect();
+        let (runs, oversize) = changes::requests_of(&sizes, limit);
+        let mut refused: Vec<(u64, String)> = oversize
+            .into_iter()
+            .map(|p| {
+                let reason = format!(
+                    "the row is {} bytes encoded, over the request limit of {} bytes (max_request_bytes)",
+                    sizes[p], o.max_request_bytes
+                );
+                (encoded.indices[p], reason)
+            })
+            .collect();
+        let commits = shared.commits().await?;
+        if !runs.is_empty() {
+            self.intend_as_sent(shared).await?;
+        }
+        for run in runs {
+            let mut positions: Vec<usize> = run.collect();
+            while !positions.is_empty() {
+                let rows: Vec<Vec<u8>> = positions.iter().map(|&p| encoded.rows[p].clone()).collect();
+                let bytes: usize = rows.iter().map(Vec::len).sum();
+                let what = format!("appending {} change rows to {}", rows.len(), self.name);
+                let errors = o
+                    .retry
+                    .retry_within(&what, o.request_timeout, |limit| {
+                        commits.append_proto(&stream, descriptor, rows.clone(), limit)
+                    })
+                    .await
+                    .map_err(|e| e.with_context("table", self.name.clone()))?;
+                if errors.is_empty() {
+                    self.stats.rows += positions.len() as u64;
+                    self.stats.bytes += bytes as u64;
+                    self.stats.commits += 1;
+                    self.visible += positions.len() as u64;
+                    break;
+                }
+                let before = positions.len();
+                let mut bad = std::collections::BTreeSet::new();
+                for (i, reason) in errors {
+                    if let Some(&p) = positions.get(i) {
+                        bad.insert(p);
+                        refused.push((encoded.indices[p], reason));
+                    }
+                }
+                positions.retain(|p| !bad.contains(p));
+                if positions.len() == before {
+                    return Err(Error::internal(format!(
+                        "{what}: the service refused rows outside the request"
+                    )));
+                }
+            }
+        }
+        Ok(refused)
     }
 
     /// Makes the plan's schema changes to the table (and its staging table), and reopens
@@ -721,6 +868,20 @@ impl TableWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn change_data_is_refused_for_writers_that_commit_together() {
+        use outflow_core::changes::{ChangeConfig, OperationColumn};
+        let options = BigQuerySinkOptions::builder()
+            .table("p.d.t")
+            .create_disposition(CreateDisposition::CreateNever)
+            .write_method(WriteMethod::AtLeastOnce)
+            .changes(ChangeConfig::new(["id"], OperationColumn::new("op")))
+            .build()
+            .unwrap();
+        let err = BigQuerySink::connect_two_phase(options).await.unwrap_err();
+        assert_eq!(err.context_value("field"), Some("changes"), "{err}");
+    }
 
     #[test]
     fn checkpoints_serialize() {

@@ -208,6 +208,7 @@ pub async fn ensure_table(request: &EnsureTable) -> Result<EnsureTableReport> {
                 &request.schema,
                 request.time_partitioning.as_ref(),
                 &request.clustering,
+                &[],
             )
             .await?;
         if !created {

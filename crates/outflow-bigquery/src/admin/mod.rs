@@ -51,6 +51,8 @@ pub struct TableInfo {
     pub schema: TableSchema,
     /// Its schema in the planner's model.
     pub core: Schema,
+    /// Its primary key's columns (none when it has none): the key change data applies by.
+    pub primary_key: Vec<String>,
     /// Partitioning and clustering, to create staging tables alike.
     pub time_partitioning: Option<bq::TimePartitioning>,
     range_partitioning: Option<bq::RangePartitioning>,
@@ -68,6 +70,12 @@ impl TableInfo {
             core: to_core(&schema),
             schema,
             api_fields,
+            primary_key: t
+                .table_constraints
+                .as_ref()
+                .and_then(|c| c.primary_key.as_ref())
+                .map(|k| k.columns.clone())
+                .unwrap_or_default(),
             time_partitioning: t.time_partitioning.clone(),
             range_partitioning: t.range_partitioning.clone(),
             clustering: t.clustering.clone(),
@@ -263,18 +271,26 @@ impl Admin {
         .await
     }
 
-    /// Creates the table; when another writer created it first, returns theirs.
-    /// The boolean says whether this call created it.
+    /// Creates the table (with `primary_key`, `NOT ENFORCED` as BigQuery keys are, unless
+    /// empty); when another writer created it first, returns theirs. The boolean says
+    /// whether this call created it.
     pub async fn create(
         &self,
         t: &TableRef,
         schema: &TableSchema,
         partitioning: Option<&TimePartitioning>,
         clustering: &[String],
+        primary_key: &[String],
     ) -> Result<(TableInfo, bool)> {
         let mut table = bq::Table::new()
             .set_table_reference(table_reference(t))
             .set_schema(bq::TableSchema::new().set_fields(schema.to_api()));
+        if !primary_key.is_empty() {
+            table = table.set_table_constraints(
+                bq::TableConstraints::new()
+                    .set_primary_key(bq::PrimaryKey::new().set_columns(primary_key.to_vec())),
+            );
+        }
         if let Some(p) = partitioning {
             table = table.set_time_partitioning(api_partitioning(p));
             if p.require_partition_filter {

@@ -13,6 +13,7 @@ use outflow_core::{
 use std::sync::Arc;
 
 use crate::admin::plan_evolution;
+use crate::changes;
 use crate::loads::Ledger;
 use crate::offsets::OffsetsLedger;
 use crate::request::{align_names, shape_input};
@@ -118,6 +119,8 @@ impl BigQueryPreparer {
             Err(e) => return Ok((DestinationPlan::failed(destination, &e), Some(e))),
         };
         let name = t.to_string();
+        // The operation column says what a change does; it is not written.
+        let schema = &changes::written_schema(schema, o.changes.as_ref());
         let drop_unknown = o.ignore_unknown_values && !shared.adds_fields();
         let (table, created) = if apply {
             let p = shared.prepare(&t).await?;
@@ -159,6 +162,13 @@ impl BigQueryPreparer {
             }
         };
         let creates = created || table.is_none();
+        let key = match &o.changes {
+            Some(c) => match changes::table_key(&name, c, table.as_ref().map(|i| i.primary_key.as_slice())) {
+                Ok(key) => Some((key, c)),
+                Err(e) => return Ok((DestinationPlan::failed(&name, &e), Some(e))),
+            },
+            None => None,
+        };
         let input = declared_input(schema, Some(&info), drop_unknown)?;
         let evolution = plan_evolution(Some(&current), &input, &shared.evolution)?;
         let compatible = evolution
@@ -202,6 +212,17 @@ impl BigQueryPreparer {
             for d in self.creation_details() {
                 plan = plan.with_detail(d);
             }
+        }
+        if let Some((key, c)) = &key {
+            if creates {
+                plan = plan.with_detail(format!("primary key ({}) NOT ENFORCED", key.join(", ")));
+            }
+            plan = plan.with_detail(format!(
+                "upsert by key [{}], operations from column {:?}: rows go to the default stream as \
+                 BigQuery change data (UPSERT or DELETE, ordered by sequence number)",
+                key.join(", "),
+                c.operation.column
+            ));
         }
         if !compatible {
             plan = plan.with_detail("rows that do not fit the table come back as failed records");
