@@ -126,6 +126,29 @@ impl BigQueryEnv {
         }
     }
 
+    /// The primary key columns of a table, as Google's Python client reads them (empty when
+    /// it has none).
+    pub fn primary_key(&self, dataset: &str, table: &str) -> Vec<String> {
+        let read = self.call(&self.table_args("primary-key", dataset, table));
+        serde_json::from_value(read["primary_key"].clone()).expect("a list of column names")
+    }
+
+    /// Protobuf `rows` of message type `descriptor` (a serialized DescriptorProto), decoded
+    /// by Google's protobuf runtime: one JSON object per row, as `json_format.MessageToDict`
+    /// renders it with the fields' own names (int64 values as decimal strings).
+    pub fn decode_rows(&self, descriptor: &[u8], rows: &[Vec<u8>]) -> Vec<serde_json::Value> {
+        let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let given = serde_json::json!({
+            "descriptor": hex(descriptor),
+            "rows": rows.iter().map(|r| hex(r)).collect::<Vec<_>>(),
+        });
+        let file = tempfile::NamedTempFile::new().expect("a temporary file");
+        std::fs::write(file.path(), given.to_string()).expect("writing the rows to decode");
+        let path = file.path().display().to_string();
+        let decoded = self.call(&["decode-rows", "--file", &path]);
+        serde_json::from_value(decoded["rows"].clone()).expect("a list of rows")
+    }
+
     /// A table as Google's Python client reads it: `{"schema": [...], "num_rows": N,
     /// "rows": [...]}` (see the script for the value conventions).
     pub fn read_table(&self, dataset: &str, table: &str) -> serde_json::Value {

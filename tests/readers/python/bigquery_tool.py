@@ -8,6 +8,8 @@
     bigquery_tool.py create-dataset --project P --dataset D [--endpoint URL]
     bigquery_tool.py delete-dataset --project P --dataset D [--endpoint URL]
     bigquery_tool.py uncommitted-stream --project P --dataset D --table T
+    bigquery_tool.py primary-key --project P --dataset D --table T [--endpoint URL]
+    bigquery_tool.py decode-rows --file F
     bigquery_tool.py serve   (read, query, tables and create-dataset, one request a line: the
                               arguments separated by tabs; one answer a line,
                               {"ok": true, "doc": ...} or {"ok": false, "error": ...})
@@ -40,6 +42,15 @@ with values converted as above, rows in the order the query returns them.
 `poll` runs the query again and again until the stop file exists (or --max-seconds pass,
 default 120), appending one line per run to --out: {"t": SECONDS, "rows": [...]} or
 {"t": SECONDS, "error": MESSAGE}. Tests use it to watch a table while Outflow writes.
+
+`primary-key` prints {"primary_key": [COLUMN, ...]}, the table's primary key as tables.get
+returns it ([] when it has none).
+
+`decode-rows` decodes protobuf rows as the Storage Write API would, with Google's protobuf
+runtime: F holds {"descriptor": HEX, "rows": [HEX, ...]} (a serialized
+DescriptorProto and serialized messages of that type); it prints {"rows": [{FIELD: VALUE}]},
+each message as json_format.MessageToDict renders it with the fields' own names (int64 as
+a decimal string, bytes as base64, unset fields absent).
 
 The endpoint defaults to $OUTFLOW_BIGQUERY_REST (see scripts/servers/bigquery.sh); the
 credentials are anonymous, so this only talks to an emulator.
@@ -222,6 +233,35 @@ def uncommitted_stream(args) -> dict:
     return {"stream": stream.name}
 
 
+def primary_key(args) -> dict:
+    table = client_for(args).get_table(f"{args.project}.{args.dataset}.{args.table}")
+    constraints = table.table_constraints
+    key = constraints.primary_key if constraints else None
+    return {"primary_key": list(key.columns) if key else []}
+
+
+def decode_rows(args) -> dict:
+    from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+
+    with open(args.file) as f:
+        given = json.load(f)
+    descriptor = descriptor_pb2.DescriptorProto.FromString(bytes.fromhex(given["descriptor"]))
+    # In a file of its own, as the service does with a writer schema.
+    file = descriptor_pb2.FileDescriptorProto(name="decoded.proto", package="decoded")
+    file.message_type.add().CopyFrom(descriptor)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    message = message_factory.GetMessageClass(pool.FindMessageTypeByName(f"decoded.{descriptor.name}"))
+    return {
+        "rows": [
+            json_format.MessageToDict(
+                message.FromString(bytes.fromhex(row)), preserving_proto_field_name=True
+            )
+            for row in given["rows"]
+        ]
+    }
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -258,6 +298,14 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--dataset", required=True)
     u.add_argument("--table", required=True)
     u.add_argument("--endpoint", help="ignored (the stream is made over gRPC)")
+    k = sub.add_parser("primary-key", help="print a table's primary key columns as JSON")
+    k.add_argument("--project", required=True)
+    k.add_argument("--dataset", required=True)
+    k.add_argument("--table", required=True)
+    k.add_argument("--endpoint", help="REST endpoint (default: $OUTFLOW_BIGQUERY_REST)")
+    dr = sub.add_parser("decode-rows", help="decode protobuf rows with Google's protobuf runtime")
+    dr.add_argument("--file", required=True)
+    dr.add_argument("--endpoint", help="ignored (nothing is asked of the service)")
     return parser
 
 
@@ -273,6 +321,10 @@ def main(argv: list[str] | None = None) -> None:
         print(canonical({"tables": sorted(t.table_id for t in tables)}))
     elif args.command == "poll":
         poll(args)
+    elif args.command == "primary-key":
+        print(canonical(primary_key(args)))
+    elif args.command == "decode-rows":
+        print(canonical(decode_rows(args)))
     elif args.command == "uncommitted-stream":
         print(canonical(uncommitted_stream(args)))
     elif args.command == "create-dataset":

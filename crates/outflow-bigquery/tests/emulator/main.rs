@@ -7,6 +7,7 @@
 //! tested by unit tests on recorded responses in the crate (see the comments there).
 
 mod abort;
+mod changes;
 mod checkpoints;
 mod common;
 mod create;

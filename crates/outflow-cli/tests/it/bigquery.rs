@@ -593,3 +593,63 @@ fn an_engine_job_into_bigquery_loads_each_file_once() {
         .stdout(contains("Skipped 2 files t"));
     assert_eq!(ids(&env.read_table(&dataset, "t")).len(), 5);
 }
+
+/// A BigQuery job of Debezium change events: `plan` says the table would be created with the
+/// key as its primary key and that the rows upsert by it (the operation column is not one of
+/// its columns), and creates nothing; `check` names a key column the rows lack.
+#[test]
+fn plan_of_a_change_data_job_into_bigquery_says_it_upserts_by_the_primary_key() {
+    let env = BigQueryEnv::from_env();
+    let dataset = env.new_dataset("cli");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("events.ndjson"),
+        "{\"before\": null, \"after\": {\"id\": 1, \"city\": \"Lisbon\"}, \"op\": \"c\"}\n\
+         {\"before\": {\"id\": 1, \"city\": \"Lisbon\"}, \"after\": null, \"op\": \"d\"}\n",
+    )
+    .unwrap();
+    let job = |key: &str| {
+        let text = format!(
+            "source: {{ path: events.ndjson }}\n\
+             transforms:\n  - debezium: {{}}\n\
+             sink:\n  bigquery:\n    project: {project}\n    dataset: {dataset}\n    table: cities\n\
+             \x20   schema: [ {{name: id, type: INT64, mode: REQUIRED}}, {{name: city, type: STRING}} ]\n\
+             \x20   write_method: at_least_once\n\
+             \x20   changes: {{ key: [{key}], operation: {{ column: op }} }}\n\
+             \x20   connection: {{ rest_endpoint: '{rest}', grpc_endpoint: '{grpc}', credentials: anonymous }}\n",
+            project = env.project,
+            dataset = dataset.name(),
+            rest = env.rest,
+            grpc = env.grpc,
+        );
+        let path = dir.path().join(format!("{key}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let out = outflow()
+        .arg("plan")
+        .arg(job("id"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{doc}");
+    let planned = &doc["destinations"][0];
+    assert_eq!(planned["action"], "create", "{doc}");
+    let details = planned["details"].to_string();
+    assert!(details.contains("primary key (id) NOT ENFORCED"), "{doc}");
+    assert!(
+        details.contains("upsert by key [id], operations from column \\\"op\\\""),
+        "{doc}"
+    );
+    assert!(!planned["evolution"].to_string().contains("\"op\""), "{doc}");
+    assert_eq!(env.tables(&dataset), Vec::<String>::new(), "plan creates nothing");
+
+    outflow()
+        .arg("check")
+        .arg(job("region"))
+        .assert()
+        .failure()
+        .stderr(contains("changes.key").and(contains("region")));
+}
