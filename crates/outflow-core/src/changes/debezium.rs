@@ -6,7 +6,10 @@
 //! it sits under `payload`, beside `schema`. Unwrapped, each event is one row: the fields
 //! of `after`, or of `before` where `after` is null (a delete keeps its key that way), and
 //! the operation in a column of its own, which [`super::OperationColumn`]'s defaults read.
-//! `source` and `ts_ms` are dropped.
+//! `source`, `ts_ms` (and `ts_us`, `ts_ns`, `transaction`) are dropped. Columns beside the
+//! envelope, which the source added (a Kafka record's key or time, from `key_column` or
+//! `timestamp_column`), are carried after the row's fields: a sink may need them (Bigtable
+//! times its cells by the record).
 //!
 //! Both the schema and each batch are unwrapped, so a job knows the columns a sink gets
 //! before it reads a row.
@@ -27,7 +30,23 @@ struct Envelope {
     after: Option<usize>,
     /// The row image's fields: `after`'s, or `before`'s when `after` is never given.
     image: Fields,
+    /// The top-level columns beside the envelope, carried as they are.
+    carried: Vec<usize>,
 }
+
+/// Debezium's own fields of an event, which are not carried.
+const ENVELOPE: [&str; 8] = [
+    "before",
+    "after",
+    "op",
+    "source",
+    "ts_ms",
+    "ts_us",
+    "ts_ns",
+    "transaction",
+];
+/// The fields beside `payload` in the JSON converter's form, which are not carried.
+const WRAPPER: [&str; 2] = ["payload", "schema"];
 
 fn invalid(message: String) -> Error {
     Error::new(
@@ -70,17 +89,39 @@ impl Envelope {
         let image = after_fields
             .or(before_fields)
             .ok_or_else(|| invalid("neither before nor after holds a row".into()))?;
+        let own: &[&str] = if payload.is_some() { &WRAPPER } else { &ENVELOPE };
+        let carried: Vec<usize> = (0..schema.fields().len())
+            .filter(|&i| !own.contains(&schema.field(i).name().as_str()))
+            .collect();
+        for &i in &carried {
+            let name = schema.field(i).name();
+            if image.iter().any(|f| f.name() == name) {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!(
+                        "the Debezium envelope: the row has a field {name:?}, and so has the record beside \
+                         the envelope (a source column such as key_column or timestamp_column): name that \
+                         column otherwise"
+                    ),
+                )
+                .with_context("column", name.clone()));
+            }
+        }
         Ok(Envelope {
             payload,
             op,
             before,
             after,
             image,
+            carried,
         })
     }
 
-    fn output_schema(&self, operation_column: &str) -> Result<SchemaRef> {
-        if self.image.iter().any(|f| f.name() == operation_column) {
+    fn output_schema(&self, input: &Schema, operation_column: &str) -> Result<SchemaRef> {
+        let carried = self.carried.iter().map(|&i| input.field(i));
+        if self.image.iter().any(|f| f.name() == operation_column)
+            || carried.clone().any(|f| f.name() == operation_column)
+        {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
                 format!(
@@ -93,6 +134,7 @@ impl Envelope {
             .iter()
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
+        fields.extend(carried.cloned());
         fields.push(Field::new(operation_column, DataType::Utf8, true));
         Ok(Arc::new(Schema::new(fields)))
     }
@@ -100,13 +142,13 @@ impl Envelope {
 
 /// The schema of `input`'s events unwrapped, the operation in `operation_column`.
 pub fn envelope_schema(input: &Schema, operation_column: &str) -> Result<SchemaRef> {
-    Envelope::of(input)?.output_schema(operation_column)
+    Envelope::of(input)?.output_schema(input, operation_column)
 }
 
 /// `batch`'s events unwrapped: the row image's fields, then `operation_column`.
 pub fn unwrap_envelope(batch: &RecordBatch, operation_column: &str) -> Result<RecordBatch> {
     let envelope = Envelope::of(&batch.schema())?;
-    let output = envelope.output_schema(operation_column)?;
+    let output = envelope.output_schema(&batch.schema(), operation_column)?;
     let columns: Vec<ArrayRef> = match envelope.payload {
         Some(index) => struct_of(batch.column(index)).columns().to_vec(),
         None => batch.columns().to_vec(),
@@ -144,6 +186,7 @@ pub fn unwrap_envelope(batch: &RecordBatch, operation_column: &str) -> Result<Re
         };
         out.push(column);
     }
+    out.extend(envelope.carried.iter().map(|&i| batch.column(i).clone()));
     out.push(
         arrow_cast::cast(&columns[envelope.op], &DataType::Utf8).map_err(|e| invalid(format!("op: {e}")))?,
     );
@@ -244,6 +287,41 @@ mod tests {
         let batch = decoded(&[event("d", json!({"id": 9}), json!(null))]);
         let rows = unwrap_envelope(&batch, "op").unwrap();
         assert_eq!(rows.column(0).as_primitive::<Int64Type>().value(0), 9);
+    }
+
+    fn names(batch: &RecordBatch) -> Vec<&str> {
+        batch
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect()
+    }
+
+    #[test]
+    fn columns_beside_the_envelope_are_carried_and_may_not_clash_with_the_row() {
+        let mut bare = event("u", json!({"id": 1}), json!({"id": 1, "name": "b"}));
+        bare["key"] = json!("1");
+        bare["transaction"] = json!(null);
+        bare["ts_us"] = json!(1000);
+        let batch = decoded(&[bare]);
+        let rows = unwrap_envelope(&batch, "op").unwrap();
+        assert_eq!(names(&rows), ["id", "name", "key", "op"]);
+        assert_eq!(rows.column(2).as_string::<i32>().value(0), "1");
+        assert_eq!(envelope_schema(&batch.schema(), "op").unwrap(), rows.schema());
+
+        let wrapped = json!({
+            "schema": {"type": "struct"},
+            "payload": {"before": null, "after": {"id": 7}, "op": "c"},
+            "kafka_time": 12,
+        });
+        let rows = unwrap_envelope(&decoded(&[wrapped]), "op").unwrap();
+        assert_eq!(names(&rows), ["id", "kafka_time", "op"]);
+
+        let mut clash = event("c", json!(null), json!({"id": 1, "key": "k"}));
+        clash["key"] = json!("1");
+        let err = unwrap_envelope(&decoded(&[clash]), "op").unwrap_err();
+        assert_eq!(err.context_value("column"), Some("key"), "{err}");
     }
 
     #[test]
