@@ -335,7 +335,17 @@ impl BigQuerySinkOptions {
     /// would be there twice once the restarted job wrote them again. A streaming job
     /// appends: `truncate` would replace the table at every checkpoint, and `empty` would
     /// refuse the second.
+    /// Change data is refused: each checkpoint's writer would send its changes as they come
+    /// on the default stream, and this is not built (nor can the emulator show it working).
     pub fn for_checkpoints(&self, at_least_once: bool) -> Result<BigQuerySinkOptions, Error> {
+        if self.changes.is_some() {
+            return Err(Error::new(
+                outflow_core::ErrorKind::Unsupported,
+                "a streaming job does not take change data into BigQuery yet: run it as a batch job, \
+                 or stream the changes into Iceberg or Bigtable",
+            )
+            .with_context("field", "changes"));
+        }
         if !at_least_once && self.write_method == WriteMethod::AtLeastOnce {
             return Err(Error::invalid_config(
                 "write_method",
@@ -581,7 +591,7 @@ impl<'de> Deserialize<'de> for BigQuerySinkOptions {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn partitioned() -> BigQuerySinkOptions {
@@ -619,6 +629,28 @@ mod tests {
             assert_eq!(err.kind(), outflow_core::ErrorKind::InvalidConfig, "{err}");
             assert_eq!(err.context_value("field"), Some(key), "{err}");
             assert_eq!(err.context_value("column"), Some(column), "{err}");
+        }
+    }
+
+    /// Change data into an existing table `p.d.t`, keyed by `id`.
+    pub(crate) fn change_options() -> BigQuerySinkOptions {
+        use outflow_core::changes::{ChangeConfig, OperationColumn};
+        BigQuerySinkOptions::builder()
+            .table("p.d.t")
+            .create_disposition(CreateDisposition::CreateNever)
+            .write_method(WriteMethod::AtLeastOnce)
+            .changes(ChangeConfig::new(["id"], OperationColumn::new("op")))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn streaming_jobs_refuse_change_data_by_name() {
+        let options = change_options();
+        for at_least_once in [false, true] {
+            let err = options.for_checkpoints(at_least_once).unwrap_err();
+            assert_eq!(err.kind(), outflow_core::ErrorKind::Unsupported, "{err}");
+            assert_eq!(err.context_value("field"), Some("changes"), "{err}");
         }
     }
 

@@ -871,14 +871,7 @@ mod tests {
 
     #[tokio::test]
     async fn change_data_is_refused_for_writers_that_commit_together() {
-        use outflow_core::changes::{ChangeConfig, OperationColumn};
-        let options = BigQuerySinkOptions::builder()
-            .table("p.d.t")
-            .create_disposition(CreateDisposition::CreateNever)
-            .write_method(WriteMethod::AtLeastOnce)
-            .changes(ChangeConfig::new(["id"], OperationColumn::new("op")))
-            .build()
-            .unwrap();
+        let options = crate::options::tests::change_options();
         let err = BigQuerySink::connect_two_phase(options).await.unwrap_err();
         assert_eq!(err.context_value("field"), Some("changes"), "{err}");
     }
