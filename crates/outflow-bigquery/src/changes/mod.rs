@@ -79,8 +79,9 @@ impl SequenceNumbers {
 }
 
 /// The key changes apply by on a table with primary key `primary_key` (`None` while the
-/// table does not exist and the sink would create it): the configured key, or the table's
-/// primary key when none is configured. Errors name the table and what to change.
+/// table does not exist and the sink would create it): the configured key (which must be the
+/// primary key, compared without case as BigQuery compares names), or the table's primary
+/// key when none is configured. Errors name the table and what to change.
 pub fn table_key(table: &str, changes: &ChangeConfig, primary_key: Option<&[String]>) -> Result<Vec<String>> {
     let refused = |message: String| {
         Error::new(ErrorKind::InvalidConfig, message)
@@ -106,7 +107,7 @@ pub fn table_key(table: &str, changes: &ChangeConfig, primary_key: Option<&[Stri
                     .zip(&changes.key)
                     .all(|(a, b)| a.eq_ignore_ascii_case(b));
             if same {
-                Ok(primary.to_vec())
+                Ok(changes.key.clone())
             } else {
                 Err(refused(format!(
                     "table {table}'s primary key is ({}), and changes.key is ({}): BigQuery applies change \
@@ -138,8 +139,21 @@ pub struct BatchChanges {
     pub failed: Vec<(usize, String)>,
 }
 
-/// Reduces `rows` (one table's part of a batch) to what is sent for them, by `key`.
+/// Reduces `rows` (one table's part of a batch) to what is sent for them, by `key` (whose
+/// names are matched with the batch's columns without case, as BigQuery matches them).
 pub fn batch_changes(rows: &Rows, changes: &ChangeConfig, key: &[String]) -> Result<BatchChanges> {
+    let schema = rows.batch.schema();
+    let key: Vec<String> = key
+        .iter()
+        .map(|k| {
+            schema
+                .fields()
+                .iter()
+                .find(|f| f.name().eq_ignore_ascii_case(k))
+                .map_or_else(|| k.clone(), |f| f.name().clone())
+        })
+        .collect();
+    let key = key.as_slice();
     let reduced = outflow_core::changes::reduce(&rows.batch, &changes.operation, key)?;
     let upserts = Rows {
         indices: reduced.sources.iter().map(|&i| rows.indices[i]).collect(),
@@ -282,7 +296,7 @@ mod tests {
         let unkeyed = config(&[]);
         let pk = vec!["ID".to_string()];
         assert_eq!(table_key("p.d.t", &keyed, None).unwrap(), ["id"]);
-        assert_eq!(table_key("p.d.t", &keyed, Some(&pk)).unwrap(), ["ID"]);
+        assert_eq!(table_key("p.d.t", &keyed, Some(&pk)).unwrap(), ["id"]);
         assert_eq!(table_key("p.d.t", &unkeyed, Some(&pk)).unwrap(), ["ID"]);
         let cases = [
             (table_key("p.d.t", &unkeyed, None), "would be created"),
@@ -340,7 +354,8 @@ mod tests {
         )
         .unwrap();
         let rows = Rows::numbered(batch, 100);
-        let out = batch_changes(&rows, &config(&["id"]), &["id".to_string()]).unwrap();
+        // The table's primary key spelled otherwise: names match without case.
+        let out = batch_changes(&rows, &config(&[]), &["ID".to_string()]).unwrap();
         // Key 1 ends upserted (row 2), key 3 inserted (row 3); key 2 ends deleted (row 4).
         assert_eq!(out.upserts.indices, [102, 103]);
         let names: Vec<&String> = out
