@@ -217,15 +217,7 @@ async fn compaction_applies_the_position_and_equality_deletes_of_what_it_rewrite
     assert_eq!(report.data_files_after, 3, "{report:?}");
     let after = java(&fixture);
     assert_eq!(after["rows"], before["rows"]);
-    let files = fixture.readers.java_files(table);
-    assert!(
-        files["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|f| f["delete_files"] == 0),
-        "{files}"
-    );
+    assert_no_deletes_apply(&fixture, table);
 }
 
 /// With `delete_file_threshold`, a file that enough delete files apply to is rewritten

@@ -9,8 +9,9 @@ use crate::common::*;
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use outflow_core::changes::{ChangeConfig, OperationColumn};
-use outflow_core::{ErrorKind, SchemaEvolutionConfig, SchemaEvolutionOption, Sink};
-use outflow_iceberg::TableCreateOptions;
+use outflow_core::{ErrorKind, RetryPolicy, SchemaEvolutionConfig, SchemaEvolutionOption, Sink};
+use outflow_iceberg::maintenance::compact::{CompactOptions, compact};
+use outflow_iceberg::{IcebergCatalog, TableCreateOptions};
 use outflow_testkit::iceberg::Reader;
 use serde_json::{Value, json};
 
@@ -105,6 +106,26 @@ async fn a_change_stream_applied_by_key_reads_back_exactly_in_java_iceberg() {
         .parse()
         .unwrap();
     assert!(deletes > 0, "{last}");
+
+    // Compaction applies the equality deletes (each to the data files older than it): Java
+    // reads the same state, and no delete file applies to the files it wrote.
+    let catalog = IcebergCatalog::connect(&fixture.config).await.unwrap();
+    let compacting = CompactOptions {
+        min_input_files: 2,
+        ..CompactOptions::default()
+    };
+    let report = compact(&catalog, table, &compacting, &RetryPolicy::default())
+        .await
+        .unwrap();
+    assert_eq!(report.data_files_after, 1, "{report:?}");
+    assert_eq!(
+        report.groups[0].output_records,
+        Some(expected.len() as u64),
+        "{report:?}"
+    );
+    let compacted = read_state(&fixture.readers.read(Reader::Java, table));
+    assert_eq!(compacted, expected);
+    assert_no_deletes_apply(&fixture, table);
 }
 
 #[tokio::test]

@@ -5,9 +5,10 @@
 //! that are smaller than the minimum size, groups them by partition spec and partition
 //! value, and packs each partition's files into groups of at most the group size; a group
 //! is rewritten when it has enough files, or holds more than one file and at least a target
-//! file's worth of bytes. Each group is read through iceberg-rust's reader, so the delete
-//! files that apply to it (position and equality deletes) are applied, and written again as
-//! files of the target size in the same partition.
+//! file's worth of bytes. Each group is read with the delete files that apply to it applied
+//! (the scan planner says which): position deletes by iceberg-rust's reader, equality
+//! deletes by Outflow through a set of keys (`equality`), and written again as files of the
+//! target size in the same partition.
 //!
 //! All groups go into one `replace` snapshot: the rewritten files are marked deleted in the
 //! manifests that held them, the new ones added. Writers may commit meanwhile. At commit
@@ -17,9 +18,11 @@
 //! snapshot carries a commit id, so an attempt whose answer was lost is recognized.
 //!
 //! The parts: [`plan`] (pure: which files go together), `rewrite` (reading and writing a
-//! group) and `commit` (the replace snapshot on top of the table as it is at commit).
+//! group), `equality` (applying equality deletes) and `commit` (the replace snapshot on top
+//! of the table as it is at commit).
 
 mod commit;
+mod equality;
 pub mod plan;
 mod rewrite;
 

@@ -1,10 +1,11 @@
 //! Reading a group of files (their deletes applied) and writing its rows again.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_ord::sort::{SortColumn, lexsort_to_indices};
-use arrow_schema::{ArrowError, SortOptions};
+use arrow_schema::{ArrowError, DataType, SortOptions};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::Runtime;
 use iceberg::arrow::ArrowReaderBuilder;
@@ -16,6 +17,7 @@ use iceberg::table::Table;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use outflow_core::{Error, ErrorKind, Result};
 
+use super::equality::DeleteFileCache;
 use super::plan::{CompactSettings, PlannedGroup};
 use super::{LiveFile, delete_files};
 use crate::client::IcebergResultExt;
@@ -85,10 +87,43 @@ pub(super) async fn rewrite_group(
         tasks.len(),
         group.partition
     );
-    let mut batches = reader
-        .read(futures::stream::iter(tasks.into_iter().map(Ok)).boxed())
-        .doing(&what)?
-        .stream();
+    // Equality deletes are applied here, through a set of keys; the reader applies the
+    // position deletes. Each file is read on its own, as its own deletes apply to it.
+    let arrow = iceberg::arrow::schema_to_arrow_schema(&schema).doing(&what)?;
+    let columns: Arc<Vec<(i32, DataType)>> = Arc::new(
+        field_ids
+            .iter()
+            .zip(arrow.fields())
+            .map(|(id, field)| (*id, field.data_type().clone()))
+            .collect(),
+    );
+    let mut cache = DeleteFileCache::default();
+    let mut reads = Vec::with_capacity(tasks.len());
+    for mut task in tasks {
+        let equality = cache
+            .take_equality(table.file_io(), &mut task.deletes, &columns)
+            .await?;
+        reads.push((task, equality));
+    }
+    drop(cache);
+    let mut batches = futures::stream::iter(reads)
+        .map(move |(task, equality)| {
+            let reader = reader.clone();
+            let columns = columns.clone();
+            async move {
+                let read = reader.read(futures::stream::iter([Ok(task)]).boxed())?.stream();
+                Ok::<_, iceberg::Error>(read.map(move |batch| {
+                    batch.and_then(|batch| {
+                        equality.keep(batch, &columns).map_err(|e| {
+                            iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.message().to_string())
+                        })
+                    })
+                }))
+            }
+        })
+        .buffered(1)
+        .try_flatten()
+        .boxed();
     let mut outcome = Ok(());
     if sort {
         // The whole group, sorted, then written in slices.

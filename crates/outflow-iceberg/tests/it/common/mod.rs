@@ -316,3 +316,17 @@ pub fn events(ids: std::ops::Range<i64>, region: &str) -> RecordBatch {
         ),
     ])
 }
+
+/// Asserts that no delete file applies to any live data file of `table` (as Java Iceberg
+/// plans it): what a compaction that applied the deletes leaves.
+pub fn assert_no_deletes_apply(fixture: &SqlFixture, table: &str) {
+    let files = fixture.readers.java_files(table);
+    assert!(
+        files["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["delete_files"] == 0),
+        "a delete file still applies: {files}"
+    );
+}
