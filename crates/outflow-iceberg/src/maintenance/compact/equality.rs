@@ -69,6 +69,11 @@ impl DeleteFileCache {
 }
 
 impl EqualityDeletes {
+    /// Whether no equality delete file applies.
+    pub(super) fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
     /// `batch` (whose columns are `columns`, in order) without the rows a file deletes.
     pub(super) fn keep(&self, batch: RecordBatch, columns: &[(i32, DataType)]) -> Result<RecordBatch> {
         if self.files.is_empty() || batch.num_rows() == 0 {

@@ -8,7 +8,7 @@ use arrow_ord::sort::{SortColumn, lexsort_to_indices};
 use arrow_schema::{ArrowError, DataType, SortOptions};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::Runtime;
-use iceberg::arrow::ArrowReaderBuilder;
+use iceberg::arrow::{ArrowReader, ArrowReaderBuilder};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{
     DataFile, NullOrder, PartitionKey, PartitionSpecRef, SchemaRef, SortDirection, Transform,
@@ -17,7 +17,7 @@ use iceberg::table::Table;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use outflow_core::{Error, ErrorKind, Result};
 
-use super::equality::DeleteFileCache;
+use super::equality::{DeleteFileCache, EqualityDeletes};
 use super::plan::{CompactSettings, PlannedGroup};
 use super::{LiveFile, delete_files};
 use crate::client::IcebergResultExt;
@@ -106,24 +106,16 @@ pub(super) async fn rewrite_group(
         reads.push((task, equality));
     }
     drop(cache);
-    let mut batches = futures::stream::iter(reads)
-        .map(move |(task, equality)| {
-            let reader = reader.clone();
-            let columns = columns.clone();
-            async move {
-                let read = reader.read(futures::stream::iter([Ok(task)]).boxed())?.stream();
-                Ok::<_, iceberg::Error>(read.map(move |batch| {
-                    batch.and_then(|batch| {
-                        equality.keep(batch, &columns).map_err(|e| {
-                            iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.message().to_string())
-                        })
-                    })
-                }))
-            }
-        })
-        .buffered(1)
-        .try_flatten()
-        .boxed();
+    // Without equality deletes, one read of every file lets the reader overlap them.
+    let mut batches = if reads.iter().all(|(_, equality)| equality.is_empty()) {
+        let tasks = reads.into_iter().map(|(task, _)| Ok(task));
+        reader
+            .read(futures::stream::iter(tasks).boxed())
+            .doing(&what)?
+            .stream()
+    } else {
+        files_read_one_by_one(reader, reads, columns)
+    };
     let mut outcome = Ok(());
     if sort {
         // The whole group, sorted, then written in slices.
@@ -188,6 +180,32 @@ pub(super) async fn rewrite_group(
         }
         (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
     }
+}
+
+/// The batches of each file read on its own, its equality deletes applied.
+fn files_read_one_by_one(
+    reader: ArrowReader,
+    reads: Vec<(FileScanTask, EqualityDeletes)>,
+    columns: Arc<Vec<(i32, DataType)>>,
+) -> futures::stream::BoxStream<'static, iceberg::Result<RecordBatch>> {
+    futures::stream::iter(reads)
+        .map(move |(task, equality)| {
+            let reader = reader.clone();
+            let columns = columns.clone();
+            async move {
+                let read = reader.read(futures::stream::iter([Ok(task)]).boxed())?.stream();
+                Ok::<_, iceberg::Error>(read.map(move |batch| {
+                    batch.and_then(|batch| {
+                        equality.keep(batch, &columns).map_err(|e| {
+                            iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.message().to_string())
+                        })
+                    })
+                }))
+            }
+        })
+        .buffered(1)
+        .try_flatten()
+        .boxed()
 }
 
 /// Rows per batch read: larger than parquet-rs's default (1,024), since every batch costs
