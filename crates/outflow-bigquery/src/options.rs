@@ -429,16 +429,7 @@ impl BigQuerySinkOptions {
     pub fn check_input(&self, schema: &ArrowSchema) -> Result<(), Error> {
         self.table.validate(schema)?;
         if let Some(changes) = &self.changes {
-            let columns = std::iter::once(("changes.operation.column", &changes.operation.column))
-                .chain(changes.key.iter().map(|k| ("changes.key", k)));
-            for (key, column) in columns {
-                if schema.field_with_name(column).is_err() {
-                    return Err(
-                        Error::invalid_config(key, format!("the rows have no column {column}"))
-                            .with_context("column", column.to_string()),
-                    );
-                }
-            }
+            changes.check_input(schema)?;
         }
         let partitioning = self.time_partitioning.iter().filter_map(|p| p.field.as_deref());
         let named = partitioning

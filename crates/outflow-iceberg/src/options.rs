@@ -460,16 +460,7 @@ impl IcebergSinkOptions {
     pub fn check_input(&self, schema: &ArrowSchema) -> Result<()> {
         self.table.validate(schema)?;
         if let Some(changes) = &self.changes {
-            let columns = std::iter::once(("changes.operation.column", &changes.operation.column))
-                .chain(changes.key.iter().map(|k| ("changes.key", k)));
-            for (option, column) in columns {
-                if schema.index_of(column).is_err() {
-                    return Err(Error::invalid_config(
-                        option,
-                        format!("{column:?} is not a column of the input"),
-                    ));
-                }
-            }
+            changes.check_input(schema)?;
         }
         self.table_options.check_input(schema)
     }

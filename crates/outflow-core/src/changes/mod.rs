@@ -155,6 +155,23 @@ impl ChangeConfig {
         Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
     }
 
+    /// Checks that input of `schema` has the operation column and the key columns, naming
+    /// the option and the column it lacks (what `outflow check` adds for change data).
+    pub fn check_input(&self, schema: &Schema) -> Result<()> {
+        let columns = std::iter::once(("changes.operation.column", &self.operation.column))
+            .chain(self.key.iter().map(|k| ("changes.key", k)));
+        for (option, column) in columns {
+            if schema.index_of(column).is_err() {
+                return Err(Error::invalid_config(
+                    option,
+                    format!("{column:?} is not a column of the input"),
+                )
+                .with_context("column", column.clone()));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the config without I/O: no blank key column, the operation column not among
     /// them, and the operation values as [`OperationColumn::validate`] checks them.
     pub fn validate(&self) -> Result<()> {
