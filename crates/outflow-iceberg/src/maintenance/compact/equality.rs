@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
-use arrow_row::{RowConverter, SortField};
+use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::DataType;
 use iceberg::io::FileIO;
 use iceberg::scan::FileScanTaskDeleteFile;
@@ -80,22 +80,14 @@ impl EqualityDeletes {
             return Ok(batch);
         }
         let mut kept = vec![true; batch.num_rows()];
+        // The batch's keys, encoded once per key: the files of one table mostly share it,
+        // and equal types encode alike whichever file's converter encodes them.
+        let mut encoded: Option<(&[i32], Rows)> = None;
         for file in &self.files {
-            let key: Vec<ArrayRef> = file
-                .field_ids
-                .iter()
-                .map(|id| {
-                    columns
-                        .iter()
-                        .position(|(c, _)| c == id)
-                        .map(|i| batch.column(i).clone())
-                        .ok_or_else(|| Error::internal(format!("equality delete field {id} is not read")))
-                })
-                .collect::<Result<_>>()?;
-            let rows = file
-                .converter
-                .convert_columns(&key)
-                .map_err(|e| Error::internal(format!("encoding keys: {e}")))?;
+            let rows = match &mut encoded {
+                Some((ids, rows)) if *ids == file.field_ids.as_slice() => &*rows,
+                slot => &slot.insert((&file.field_ids, file.encode(&batch, columns)?)).1,
+            };
             for (row, keep) in rows.iter().zip(kept.iter_mut()) {
                 if *keep && file.keys.contains(row.as_ref()) {
                     *keep = false;
@@ -104,6 +96,27 @@ impl EqualityDeletes {
         }
         arrow_select::filter::filter_record_batch(&batch, &BooleanArray::from(kept))
             .map_err(|e| Error::internal(format!("dropping deleted rows: {e}")))
+    }
+}
+
+impl DeletedKeys {
+    /// The keys of `batch`'s rows (whose columns are `columns`, in order), encoded as this
+    /// file's keys are.
+    fn encode(&self, batch: &RecordBatch, columns: &[(i32, DataType)]) -> Result<Rows> {
+        let key: Vec<ArrayRef> = self
+            .field_ids
+            .iter()
+            .map(|id| {
+                columns
+                    .iter()
+                    .position(|(c, _)| c == id)
+                    .map(|i| batch.column(i).clone())
+                    .ok_or_else(|| Error::internal(format!("equality delete field {id} is not read")))
+            })
+            .collect::<Result<_>>()?;
+        self.converter
+            .convert_columns(&key)
+            .map_err(|e| Error::internal(format!("encoding keys: {e}")))
     }
 }
 
