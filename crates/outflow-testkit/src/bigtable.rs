@@ -59,6 +59,15 @@ fn tool(command: &str, host: &str, project: &str, instance: &str, extra: &[&str]
     )
 }
 
+/// A cell value as the Python reader prints it (`value_hex`), as UTF-8 text.
+pub fn text_of_hex(hex: &str) -> String {
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hexadecimal"))
+        .collect();
+    String::from_utf8(bytes).expect("UTF-8 text")
+}
+
 /// Reads a table with Google's Python client (`tests/readers/python/bigtable_tool.py`):
 /// `{"families": {NAME: {"gc_rule", "value_type"}}, "rows": [{"key", "cells"}]}`.
 pub fn python_read(host: &str, project: &str, instance: &str, table: &str) -> Value {

@@ -59,11 +59,7 @@ fn read_state(table: &str) -> BTreeMap<String, String> {
         .map(|key| {
             let cells = py_cells(&py, &key, "cf", "value");
             let newest = &cells.first().expect("a cell").1;
-            let bytes: Vec<u8> = (0..newest.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&newest[i..i + 2], 16).unwrap())
-                .collect();
-            (key, String::from_utf8(bytes).unwrap())
+            (key, outflow_testkit::bigtable::text_of_hex(newest))
         })
         .collect()
 }

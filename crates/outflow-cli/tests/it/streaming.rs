@@ -834,12 +834,7 @@ fn newest_text(versions: &Value) -> String {
         .iter()
         .max_by_key(|v| v["ts"].as_i64().unwrap())
         .unwrap();
-    let hex = newest["value_hex"].as_str().unwrap();
-    let bytes: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect();
-    String::from_utf8(bytes).unwrap()
+    outflow_testkit::bigtable::text_of_hex(newest["value_hex"].as_str().unwrap())
 }
 
 /// Two processes of one job into Bigtable through a rebalance: each record one row, each
